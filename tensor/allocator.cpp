@@ -1,0 +1,79 @@
+#include "tensor/allocator.hpp"
+
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace zt {
+
+std::string_view device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+
+std::string_view category_name(MemCategory c) {
+  static constexpr std::string_view names[kMemCategories] = {
+      "parameters", "gradients", "optimizer", "activations", "communication", "other"};
+  return names[static_cast<size_t>(c)];
+}
+
+namespace {
+void raise_to(std::atomic<size_t>& peak, size_t value) {
+  size_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+void MemAccounting::add(MemCategory c, size_t bytes) {
+  const size_t i = static_cast<size_t>(c);
+  raise_to(peak_[i], current_[i].fetch_add(bytes, std::memory_order_relaxed) + bytes);
+  raise_to(total_peak_, total_.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+}
+
+void MemAccounting::sub(MemCategory c, size_t bytes) {
+  current_[static_cast<size_t>(c)].fetch_sub(bytes, std::memory_order_relaxed);
+  total_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+MemSnapshot MemAccounting::snapshot() const {
+  MemSnapshot s;
+  for (size_t i = 0; i < kMemCategories; ++i) {
+    s.current[i] = current_[i].load(std::memory_order_relaxed);
+    s.peak[i] = peak_[i].load(std::memory_order_relaxed);
+  }
+  s.total_current = total_.load(std::memory_order_relaxed);
+  s.total_peak = total_peak_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void MemAccounting::reset_peaks() {
+  for (size_t i = 0; i < kMemCategories; ++i) peak_[i].store(current_[i].load());
+  total_peak_.store(total_.load());
+}
+
+namespace {
+class CpuAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::cpu; }
+  void* allocate(size_t bytes, MemCategory c) override {
+    if (bytes == 0) return nullptr;
+    const size_t align = bytes >= (size_t{1} << 20) ? 4096 : 64;
+    void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+    if (!p) throw std::runtime_error("host allocation of " + std::to_string(bytes) + " bytes (" +
+                                     std::string(category_name(c)) + ") failed");
+    accounting_.add(c, bytes);
+    return p;
+  }
+  void deallocate(void* p, size_t bytes, MemCategory c) override {
+    if (!p) return;
+    std::free(p);
+    accounting_.sub(c, bytes);
+  }
+};
+}  // namespace
+
+Allocator& cpu_allocator() {
+  static CpuAllocator instance;
+  return instance;
+}
+
+}  // namespace zt

@@ -1,0 +1,61 @@
+// Allocators with per-category accounting. Every byte a tensor holds is charged to one category,
+// so the trainer and the benchmarks can report (and `ztrain estimate` can be checked against)
+// what parameters, gradients, optimizer states and activations really cost.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <string_view>
+
+namespace zt {
+
+enum class Device : uint8_t { cpu, cuda };
+std::string_view device_name(Device d);
+
+enum class MemCategory : uint8_t { parameters, gradients, optimizer, activations, communication, other };
+constexpr size_t kMemCategories = 6;
+std::string_view category_name(MemCategory c);
+
+struct MemSnapshot {
+  std::array<size_t, kMemCategories> current{};
+  std::array<size_t, kMemCategories> peak{};
+  size_t total_current = 0;
+  size_t total_peak = 0;  // peak of the sum, not the sum of peaks
+  size_t operator[](MemCategory c) const { return current[static_cast<size_t>(c)]; }
+  size_t peak_of(MemCategory c) const { return peak[static_cast<size_t>(c)]; }
+};
+
+// Thread-safe byte counters; one per allocator (i.e. per device).
+class MemAccounting {
+ public:
+  void add(MemCategory c, size_t bytes);
+  void sub(MemCategory c, size_t bytes);
+  MemSnapshot snapshot() const;
+  // Peaks restart from the current values (e.g. at the start of a measured step).
+  void reset_peaks();
+
+ private:
+  std::array<std::atomic<size_t>, kMemCategories> current_{};
+  std::array<std::atomic<size_t>, kMemCategories> peak_{};
+  std::atomic<size_t> total_{0};
+  std::atomic<size_t> total_peak_{0};
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual Device device() const = 0;
+  // Returns memory for `bytes` (never null for bytes > 0; throws std::bad_alloc naming the size).
+  virtual void* allocate(size_t bytes, MemCategory c) = 0;
+  virtual void deallocate(void* p, size_t bytes, MemCategory c) = 0;
+  MemAccounting& accounting() { return accounting_; }
+
+ protected:
+  MemAccounting accounting_;
+};
+
+// Host memory, 64-byte aligned (page aligned from 1 MiB up, so large buffers suit O_DIRECT I/O).
+Allocator& cpu_allocator();
+
+}  // namespace zt

@@ -1,0 +1,61 @@
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "kernels/cpu/eigen_maps.hpp"
+#include "kernels/cpu/kernels.hpp"
+
+namespace zt::cpu {
+
+namespace {
+// Elementwise kernels run over cache-sized chunks, one chunk per task, through Eigen's arrays so
+// that tanh and friends are vectorised.
+constexpr size_t kChunk = 16384;
+
+template <class F> void for_chunks(size_t n, F&& f) {
+  const long chunks = static_cast<long>((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < chunks; ++i) {
+    const size_t lo = static_cast<size_t>(i) * kChunk;
+    f(lo, std::min(n, lo + kChunk) - lo);
+  }
+}
+
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluCube = 0.044715f;
+}  // namespace
+
+void gelu_forward(float* out, const float* inp, size_t n) {
+  for_chunks(n, [&](size_t lo, size_t len) {
+    ConstArrayMap x(inp + lo, static_cast<Eigen::Index>(len));
+    ArrayMap(out + lo, static_cast<Eigen::Index>(len)) =
+        0.5f * x * (1.0f + (kGeluScale * (x + kGeluCube * x.cube())).tanh());
+  });
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+  for_chunks(n, [&](size_t lo, size_t len) {
+    const auto m = static_cast<Eigen::Index>(len);
+    ConstArrayMap x(inp + lo, m), d(dout + lo, m);
+    const Eigen::ArrayXf t = (kGeluScale * (x + kGeluCube * x.cube())).tanh();
+    ArrayMap(dinp + lo, m) +=
+        d * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t.square()) * kGeluScale * (1.0f + 3.0f * kGeluCube * x.square()));
+  });
+}
+
+void residual_forward(float* out, const float* a, const float* b, size_t n) {
+  for_chunks(n, [&](size_t lo, size_t len) {
+    const auto m = static_cast<Eigen::Index>(len);
+    ArrayMap(out + lo, m) = ConstArrayMap(a + lo, m) + ConstArrayMap(b + lo, m);
+  });
+}
+
+void residual_backward(float* da, float* db, const float* dout, size_t n) {
+  for_chunks(n, [&](size_t lo, size_t len) {
+    const auto m = static_cast<Eigen::Index>(len);
+    if (da) ArrayMap(da + lo, m) += ConstArrayMap(dout + lo, m);
+    if (db) ArrayMap(db + lo, m) += ConstArrayMap(dout + lo, m);
+  });
+}
+
+}  // namespace zt::cpu

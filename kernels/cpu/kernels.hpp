@@ -1,0 +1,69 @@
+// CPU kernels: forward/backward pairs over raw pointers, in llm.c's style. Legend: B batch,
+// T sequence, C channels, NH heads, hs = C/NH head size, N = B*T rows, OC output channels,
+// V vocabulary, Vp padded vocabulary. All f32 unless said; every backward ACCUMULATES (+=) into
+// its gradient outputs, so gradients of shared inputs and of micro-batches add up. A null
+// gradient pointer means "not needed" and is skipped.
+// Threads: OpenMP, and Eigen's GEMM (which uses OpenMP); set_num_threads sets both.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace zt::cpu {
+
+void set_num_threads(int n);  // n <= 0: all cores
+int num_threads();
+
+// out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) token ids in [0, Vp).
+void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T, int C);
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T, int C);
+
+// Per row of inp (N,C): out = (x - mean) * rstd * weight + bias; mean, rstd (N) saved for backward.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int N, int C);
+
+// out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias (OC); bias may be null.
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC);
+
+// Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v side by side per position; out
+// (B,T,C); att (B,NH,T,T) keeps the softmax probabilities for backward (upper triangle zero).
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
+                        int C, int NH);
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void gelu_forward(float* out, const float* inp, size_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
+
+void residual_forward(float* out, const float* a, const float* b, size_t n);
+void residual_backward(float* da, float* db, const float* dout, size_t n);
+
+// Fused softmax cross-entropy over a padded vocabulary. logits (N,Vp); classes are [0,V) and the
+// padded columns [V,Vp) are ignored; rows whose target equals ignore_index contribute nothing.
+// Writes each row's loss (0 for ignored rows) and logsumexp; returns the number of counted rows.
+int crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets, int N, int V,
+                         int Vp, int ignore_index);
+// dlogits = scale * (softmax(logits) - onehot(target)) on counted rows, 0 elsewhere (including the
+// padded columns). Overwrites (does not accumulate): dlogits may alias logits, which is how the
+// fused op saves the (N,Vp) buffer.
+void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                           float scale, int N, int V, int Vp, int ignore_index);
+
+// AdamW with decoupled weight decay, torch.optim.AdamW's update; t is the 1-based step. grads are
+// multiplied by grad_scale first (clipping, loss-scale removal).
+void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, int t, float grad_scale);
+
+// Sum of squares in double (for the global gradient norm across shards).
+double sum_squares(const float* x, size_t n);
+
+void f32_to_bf16(uint16_t* out, const float* in, size_t n);
+void bf16_to_f32(float* out, const uint16_t* in, size_t n);
+void f32_to_f16(uint16_t* out, const float* in, size_t n);
+void f16_to_f32(float* out, const uint16_t* in, size_t n);
+
+}  // namespace zt::cpu

@@ -1,0 +1,91 @@
+// GPT-2 in llm.c's parameter layout, written as units: unit 0 is the embedding (wte, wpe), units
+// 1..L the transformer blocks, unit L+1 the final layernorm. The LM head is tied to wte, so the
+// head runs inside unit L+1 but reads unit 0's wte. [Note: units and llm.c's order]
+//
+// [Note: units and llm.c's order] llm.c stores each parameter kind for all layers together (all
+// ln1w, then all ln1b, ...). A ZeRO unit needs one block's parameters in one flat buffer, so in
+// memory each block's tensors are contiguous, in llm.c's per-layer order; the checkpoint reader
+// and writer map between the two orders.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensor/tape.hpp"
+#include "tensor/tensor.hpp"
+
+namespace zt {
+
+struct GPT2Dims {
+  int max_seq_len = 1024;
+  int vocab_size = 50257;
+  int padded_vocab_size = 50304;
+  int n_layer = 12;
+  int n_head = 12;
+  int n_embd = 768;
+  bool operator==(const GPT2Dims&) const = default;
+};
+
+struct ParamSpec {
+  std::string name;  // llm.c's, e.g. "qkvw"; unique with the layer
+  int layer;         // -1 outside the blocks
+  Shape shape;
+  int64_t offset;    // within the unit's flat buffer
+  bool decay;        // weight decay applies (matrices and embeddings, as in llm.c)
+};
+
+struct UnitLayout {
+  std::string name;  // "embedding", "block3", "final"
+  std::vector<ParamSpec> params;
+  int64_t numel = 0;
+};
+
+std::string dims_str(const GPT2Dims& d);  // "n_layer 12, n_head 12, ..."
+std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d);
+int64_t gpt2_num_params(const GPT2Dims& d);
+// Training FLOPs per token, llm.c's count: 6 per parameter plus 6*L*C*T for attention.
+double gpt2_flops_per_token(const GPT2Dims& d, int T);
+
+class GPT2 {
+ public:
+  explicit GPT2(const GPT2Dims& d);
+
+  const GPT2Dims& dims() const { return dims_; }
+  const std::vector<UnitLayout>& layout() const { return layout_; }
+  int num_units() const { return static_cast<int>(layout_.size()); }
+
+  // Points unit u's parameter tensors at views of `params` (numel of the unit) and, if defined,
+  // their gradients at views of `grads`; parameters then require grad. The buffers are owned by
+  // the caller (trainer or ZeRO engine).
+  void bind_unit(int u, const Tensor& params, const Tensor& grads);
+  const Tensor& param(int u, int i) const { return bound_.at(u).at(i); }
+
+  // GPT-2 initialisation into bound buffers: normal(0, 0.02), residual projections scaled by
+  // 1/sqrt(2L), biases 0, layernorm weights 1; the padded vocabulary rows stay 0.
+  void init(uint64_t seed);
+
+  // tokens, targets (B,T) i32 -> mean loss (targets == -1 ignored). Records on the tape.
+  Tensor forward(Tape& tape, const Tensor& tokens, const Tensor& targets);
+  // tokens (B,T) -> logits (B,T,Vp).
+  Tensor logits(Tape& tape, const Tensor& tokens);
+
+ private:
+  Tensor hidden(Tape& tape, const Tensor& tokens);
+
+  GPT2Dims dims_;
+  std::vector<UnitLayout> layout_;
+  std::vector<std::vector<Tensor>> bound_;
+};
+
+// Calls f(unit, index) for every parameter in llm.c's order (wte, wpe, all ln1w, all ln1b, ...).
+void for_each_llmc_param(const GPT2& m, const std::function<void(int unit, int index)>& f);
+
+// llm.c checkpoints: 256 int32 header (magic 20240326, version 3 = fp32, maxT, V, L, NH, C, Vp),
+// then every parameter in llm.c's order. Errors name the file and what is wrong.
+GPT2Dims read_llmc_header(const std::string& path);
+void load_llmc_checkpoint(const std::string& path, GPT2& model);
+void save_llmc_checkpoint(const std::string& path, const GPT2& model);
+
+}  // namespace zt

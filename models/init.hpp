@@ -1,0 +1,14 @@
+// Reproducible initialisation: std::normal_distribution differs between standard libraries, so
+// the normal draws are made here from mt19937_64, whose sequence the standard fixes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace zt {
+
+// Fills x[0..n) with normal(0, std) from the stream (seed, stream): each tensor has its own stream,
+// so the values do not depend on which other tensors were initialised first.
+void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream);
+
+}  // namespace zt

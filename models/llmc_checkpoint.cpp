@@ -1,0 +1,120 @@
+// llm.c checkpoint files. [Note: units and llm.c's order] in gpt2.hpp says why the order on disk
+// differs from the order in memory.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <unistd.h>
+
+#include "models/gpt2.hpp"
+
+namespace zt {
+
+namespace {
+
+constexpr int32_t kMagic = 20240326;
+constexpr int32_t kVersionF32 = 3;
+constexpr size_t kHeaderInts = 256;
+
+struct FileCloser {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<FILE, FileCloser>;
+
+std::runtime_error file_error(const std::string& path, const std::string& what) {
+  return std::runtime_error("checkpoint '" + path + "': " + what);
+}
+
+}  // namespace
+
+void for_each_llmc_param(const GPT2& m, const std::function<void(int unit, int index)>& f) {
+  const int L = m.dims().n_layer;
+  f(0, 0);  // wte
+  f(0, 1);  // wpe
+  const int per_block = static_cast<int>(m.layout()[1].params.size());  // L >= 1 always
+  for (int k = 0; k < per_block; ++k)
+    for (int l = 0; l < L; ++l) f(1 + l, k);
+  f(m.num_units() - 1, 0);  // lnfw
+  f(m.num_units() - 1, 1);  // lnfb
+}
+
+GPT2Dims read_llmc_header(const std::string& path) {
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f) throw file_error(path, std::string("cannot open: ") + std::strerror(errno));
+  int32_t h[kHeaderInts];
+  if (std::fread(h, sizeof(int32_t), kHeaderInts, f.get()) != kHeaderInts)
+    throw file_error(path, "truncated header (shorter than 1024 bytes)");
+  if (h[0] != kMagic)
+    throw file_error(path, "bad magic number " + std::to_string(h[0]) + " (an llm.c checkpoint has " + std::to_string(kMagic) + ")");
+  if (h[1] != kVersionF32)
+    throw file_error(path, "unsupported version " + std::to_string(h[1]) + " (only version 3, fp32, is read)");
+  GPT2Dims d{h[2], h[3], h[7], h[4], h[5], h[6]};
+  if (d.max_seq_len < 1 || d.vocab_size < 1 || d.n_layer < 1 || d.n_head < 1 || d.n_embd < 1 ||
+      d.padded_vocab_size < d.vocab_size || d.n_embd % d.n_head)
+    throw file_error(path, "impossible dimensions in header: " + dims_str(d));
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  const auto want = kHeaderInts * 4 + static_cast<uintmax_t>(gpt2_num_params(d)) * 4;
+  if (ec || size != want)
+    throw file_error(path, "size " + std::to_string(size) + " bytes, but its header describes " + std::to_string(want) +
+                               " (truncated or not an llm.c fp32 checkpoint)");
+  return d;
+}
+
+void load_llmc_checkpoint(const std::string& path, GPT2& model) {
+  const GPT2Dims d = read_llmc_header(path);
+  if (!(d == model.dims()))
+    throw file_error(path, "holds a model of " + dims_str(d) + ", but the model is " + dims_str(model.dims()));
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f || std::fseek(f.get(), kHeaderInts * 4, SEEK_SET) != 0) throw file_error(path, "cannot read parameters");
+  for_each_llmc_param(model, [&](int u, int i) {
+    const Tensor& t = model.param(u, i);
+    if (std::fread(t.data<float>(), sizeof(float), static_cast<size_t>(t.numel()), f.get()) != static_cast<size_t>(t.numel()))
+      throw file_error(path, "read failed in the parameters");
+  });
+}
+
+void save_llmc_checkpoint(const std::string& path, const GPT2& model) {
+  // Written to a temporary name and renamed, so a failed or interrupted save never leaves a
+  // truncated file under the final name.
+  const std::string tmp = path + ".tmp";
+  {
+    File f(std::fopen(tmp.c_str(), "wb"));
+    if (!f) throw file_error(path, std::string("cannot create: ") + std::strerror(errno));
+    const GPT2Dims& d = model.dims();
+    int32_t h[kHeaderInts] = {};
+    h[0] = kMagic;
+    h[1] = kVersionF32;
+    h[2] = d.max_seq_len;
+    h[3] = d.vocab_size;
+    h[4] = d.n_layer;
+    h[5] = d.n_head;
+    h[6] = d.n_embd;
+    h[7] = d.padded_vocab_size;
+    bool ok = std::fwrite(h, sizeof(int32_t), kHeaderInts, f.get()) == kHeaderInts;
+    for_each_llmc_param(model, [&](int u, int i) {
+      const Tensor& t = model.param(u, i);
+      ok = ok && std::fwrite(t.data<float>(), sizeof(float), static_cast<size_t>(t.numel()), f.get()) ==
+                     static_cast<size_t>(t.numel());
+    });
+    ok = ok && std::fflush(f.get()) == 0 && fsync(fileno(f.get())) == 0;
+    if (!ok) {
+      const int e = errno;
+      f.reset();
+      std::remove(tmp.c_str());
+      throw file_error(path, std::string("write failed: ") + std::strerror(e));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    throw file_error(path, std::string("rename failed: ") + std::strerror(e));
+  }
+}
+
+}  // namespace zt

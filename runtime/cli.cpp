@@ -1,0 +1,139 @@
+#include "runtime/cli.hpp"
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "models/gpt2.hpp"
+#include "runtime/config.hpp"
+#include "runtime/sample.hpp"
+#include "runtime/trainer.hpp"
+
+namespace zt {
+
+namespace {
+
+constexpr const char* kUsage = R"(usage:
+  ztrain train --config FILE [--set dotted.key=value]... [--init-from PATH] [--train-data GLOB]
+               [--steps N] [--seed N] [--metrics FILE]
+  ztrain sample --checkpoint PATH [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X] [--seed N]
+  ztrain --help | --version
+)";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Flags of the form --name VALUE, in order; repeated flags are kept (--set).
+std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv, int first,
+                                                             const std::vector<std::string>& known) {
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    bool ok = false;
+    for (const std::string& k : known) ok = ok || a == k;
+    if (!ok) throw UsageError("unknown argument '" + a + "'");
+    if (i + 1 >= argc) throw UsageError(a + " needs a value");
+    flags.emplace_back(a, argv[++i]);
+  }
+  return flags;
+}
+
+long parse_int(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  long x = 0;
+  try {
+    x = std::stol(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty()) throw UsageError(flag + " expects an integer, got '" + v + "'");
+  return x;
+}
+
+int cmd_train(int argc, char** argv) {
+  // The shortcut flags are spelled as the --set they stand for, applied in command-line order.
+  const std::map<std::string, std::string> shortcut = {{"--init-from", "model.init_from"}, {"--train-data", "data.train"},
+                                                       {"--steps", "train.steps"},        {"--seed", "train.seed"},
+                                                       {"--metrics", "train.metrics"}};
+  std::string config;
+  std::vector<std::string> overrides;
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--init-from", "--train-data", "--steps", "--seed", "--metrics"})) {
+    if (flag == "--config") {
+      config = value;
+    } else if (flag == "--set") {
+      overrides.push_back(value);
+    } else {
+      const bool numeric = flag == "--steps" || flag == "--seed";
+      const std::string v = numeric ? std::to_string(parse_int(flag, value)) : nlohmann::json(value).dump();
+      overrides.push_back(shortcut.at(flag) + "=" + v);
+    }
+  }
+  if (config.empty()) throw UsageError("train needs --config FILE");
+  Trainer trainer(load_config(config, overrides));
+  trainer.run([](const std::string& line) { std::cout << line << std::endl; });
+  return 0;
+}
+
+int cmd_sample(int argc, char** argv) {
+  std::string checkpoint, prompt = "\n";
+  SampleOptions opt;
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--prompt", "--tokens", "--top-k", "--temperature", "--seed"})) {
+    if (flag == "--checkpoint") checkpoint = value;
+    else if (flag == "--prompt") prompt = value;
+    else if (flag == "--tokens") opt.tokens = static_cast<int>(parse_int(flag, value));
+    else if (flag == "--top-k") opt.top_k = static_cast<int>(parse_int(flag, value));
+    else if (flag == "--seed") opt.seed = static_cast<uint64_t>(parse_int(flag, value));
+    else opt.temperature = std::stof(value);
+  }
+  if (checkpoint.empty()) throw UsageError("sample needs --checkpoint PATH");
+  if (opt.tokens < 0 || opt.top_k < 1) throw UsageError("--tokens must be >= 0 and --top-k >= 1");
+  GPT2 model(read_llmc_header(checkpoint));
+  std::vector<Tensor> buffers;
+  for (int u = 0; u < model.num_units(); ++u) {
+    buffers.push_back(Tensor::empty({model.layout()[u].numel}, DType::f32, MemCategory::parameters));
+    model.bind_unit(u, buffers.back(), Tensor());
+  }
+  load_llmc_checkpoint(checkpoint, model);
+  if (model.dims().vocab_size != 256)
+    throw std::runtime_error("sample: '" + checkpoint + "' has a vocabulary of " + std::to_string(model.dims().vocab_size) +
+                             " tokens; only byte-level models (256) can be prompted with text");
+  if (prompt.empty()) prompt = "\n";
+  std::vector<int32_t> ids(prompt.begin(), prompt.end());
+  for (int32_t& id : ids) id &= 0xff;  // bytes, not chars: a signed char would give negative ids
+  const std::vector<int32_t> out = generate(model, ids, opt);
+  std::string text(prompt);
+  for (int32_t t : out) text.push_back(static_cast<char>(t));
+  std::cout << text << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  try {
+    if (cmd == "train") return cmd_train(argc, argv);
+    if (cmd == "sample") return cmd_sample(argc, argv);
+    if (cmd == "--help" || cmd == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (cmd == "--version") {
+      std::cout << "ztrain 0.1.0\n";
+      return 0;
+    }
+    throw UsageError(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'");
+  } catch (const UsageError& e) {
+    std::cerr << "ztrain: " << e.what() << "\n" << kUsage;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "ztrain: error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+}  // namespace zt

@@ -1,0 +1,481 @@
+#include "runtime/config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace zt {
+namespace {
+
+using nlohmann::json;
+
+// DeepSpeed top-level keys that ztrain does not implement yet. A DeepSpeed config using one would
+// train differently here, so each is an error rather than ignored. A key leaves this table in the
+// same change that implements it.
+constexpr std::string_view kDeepSpeedNotYet[] = {
+    "zero_optimization", "fp16", "bf16", "bfloat16", "amp", "activation_checkpointing", "aio",
+    "checkpoint", "wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
+    "wandb", "csv_monitor", "comms_logger", "monitor_config", "data_types",
+    "communication_data_type", "prescale_gradients", "gradient_predivide_factor",
+    "sparse_gradients", "sparse_attention", "elasticity", "pipeline", "compression_training",
+    "autotuning", "data_efficiency", "curriculum_learning", "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer", "dump_state", "seq_parallel_communication_data_type",
+    "load_universal_checkpoint", "use_node_local_storage", "nebula", "quantize_training",
+    "eigenvalue", "progressive_layer_drop", "hybrid_engine", "weight_quantization", "timers",
+    "compile", "dataloader_drop_last", "disable_allgather",
+};
+
+// DeepSpeed schedulers ztrain lacks, told apart from typos.
+constexpr std::string_view kSchedulersNotYet[] = {"OneCycle", "LRRangeTest"};
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw ConfigError("config: " + path + ": " + what);
+}
+
+// Values are echoed as JSON, so a string shows its quotes; huge ones are cut to keep one line.
+std::string show(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+// In constraint messages "0" reads better than JSON's "0.0"; type errors keep show() so a float
+// given for an integer is visible.
+std::string num(double v) {
+  std::string s = show(v);
+  return s.ends_with(".0") ? s.substr(0, s.size() - 2) : s;
+}
+
+std::string join(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// What a value must be to fill a field of the pointed-to type; nullptr when it is that. Integers
+// must be integral JSON numbers (3.0 is not), while floats accept integers.
+const char* expected(const json& v, const int*) { return v.is_number_integer() ? nullptr : "an integer"; }
+const char* expected(const json& v, const uint64_t*) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0) ? nullptr : "a non-negative integer";
+}
+const char* expected(const json& v, const double*) { return v.is_number() ? nullptr : "a number"; }
+const char* expected(const json& v, const bool*) { return v.is_boolean() ? nullptr : "true or false"; }
+const char* expected(const json& v, const std::string*) { return v.is_string() ? nullptr : "a string"; }
+
+// One JSON object being read. Each getter records its key as known whether or not the file has
+// it, so done() can reject everything else: a misspelt key is never silently ignored, and the
+// known keys double as the candidates for "did you mean".
+class Section {
+ public:
+  Section(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (!j_.is_object()) fail(path_.empty() ? "top level" : path_, "expected an object, got " + show(j_));
+  }
+
+  std::string path(std::string_view key) const { return join(path_, key); }
+
+  const json* find(std::string_view key) {
+    known_.emplace_back(key);
+    const auto it = j_.find(std::string(key));
+    return it == j_.end() ? nullptr : &*it;
+  }
+
+  // Leaves dst alone and returns false when the key is absent.
+  template <class T>
+  bool get(std::string_view key, T& dst) {
+    const json* v = find(key);
+    if (!v) return false;
+    if (const char* want = expected(*v, &dst)) fail(path(key), std::string("expected ") + want + ", got " + show(*v));
+    if constexpr (std::is_same_v<T, int>) {
+      if (v->is_number_unsigned() ? v->get<uint64_t>() > INT_MAX
+                                  : v->get<int64_t>() < INT_MIN || v->get<int64_t>() > INT_MAX)
+        fail(path(key), show(*v) + " does not fit in a 32-bit integer");
+    }
+    dst = v->get<T>();
+    return true;
+  }
+
+  std::optional<Section> sub(std::string_view key) {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    return Section(*v, path(key));
+  }
+
+  std::string known_list() const {
+    std::string s;
+    for (const auto& k : known_) s += (s.empty() ? "" : ", ") + k;
+    return s;
+  }
+
+  // note is appended to the message, e.g. to say which keys this section takes.
+  void done(const std::string& note = {}) const {
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      const std::string& key = it.key();
+      if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+      std::string best;
+      size_t best_d = 3;
+      for (const auto& k : known_) {
+        const size_t d = edit_distance(key, k);
+        // 2*d <= size keeps "x" from suggesting "lr".
+        if (d < best_d && 2 * d <= key.size()) best = k, best_d = d;
+      }
+      fail(path(key), "unknown key" + (best.empty() ? "" : " (did you mean '" + best + "'?)") + note);
+    }
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+  std::vector<std::string> known_;
+};
+
+// What the file gave explicitly, where the struct's default cannot tell.
+struct Seen {
+  bool data_train = false, val_fraction = false, train_batch_size = false, total_num_steps = false;
+};
+
+constexpr std::pair<const char*, int ModelConfig::*> kDims[] = {
+    {"n_layer", &ModelConfig::n_layer},       {"n_head", &ModelConfig::n_head},
+    {"n_embd", &ModelConfig::n_embd},         {"vocab_size", &ModelConfig::vocab_size},
+    {"padded_vocab_size", &ModelConfig::padded_vocab_size}, {"max_seq_len", &ModelConfig::max_seq_len},
+};
+
+void read_model(Section& top, ModelConfig& m) {
+  auto s = top.sub("model");
+  if (!s) return;
+  s->get("arch", m.arch);
+  for (const auto& [key, field] : kDims)
+    if (s->get(key, m.*field)) m.given.emplace_back(key);
+  if (const json* v = s->find("init_from"); v && !v->is_null()) {
+    if (!v->is_string()) fail(s->path("init_from"), "expected a string or null, got " + show(*v));
+    if (v->get_ref<const std::string&>().empty()) fail(s->path("init_from"), "must be a path or null, got \"\"");
+    m.init_from = v->get<std::string>();
+  }
+  s->done();
+}
+
+void read_data(Section& top, DataConfig& d, Seen& seen) {
+  auto s = top.sub("data");
+  if (!s) return;
+  s->get("format", d.format);
+  seen.data_train = s->get("train", d.train);
+  s->get("val", d.val);
+  s->get("seq_len", d.seq_len);
+  s->get("shuffle", d.shuffle);
+  seen.val_fraction = s->get("val_fraction", d.val_fraction);
+  s->done();
+}
+
+void read_train(Section& top, TrainConfig& t) {
+  auto s = top.sub("train");
+  if (!s) return;
+  s->get("steps", t.steps);
+  s->get("seed", t.seed);
+  s->get("threads", t.threads);
+  s->get("val_interval", t.val_interval);
+  s->get("val_batches", t.val_batches);
+  s->get("save_model", t.save_model);
+  s->get("metrics", t.metrics);
+  s->done();
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return s;
+}
+
+void read_optimizer(Section& top, OptimizerConfig& o) {
+  auto s = top.sub("optimizer");
+  if (!s) return;
+  std::string type = o.type;
+  s->get("type", type);
+  // DeepSpeed's "Adam" defaults to adam_w_mode true, i.e. decoupled weight decay: that is AdamW.
+  const bool adam = lower(type) == "adam";
+  if (lower(type) != "adamw" && !adam)
+    fail(s->path("type"), show(type) + " is not implemented yet (ztrain has \"AdamW\")");
+  o.type = "AdamW";
+  auto p = s->sub("params");
+  s->done();
+  if (!p) return;
+  p->get("lr", o.lr);
+  if (const json* v = p->find("betas")) {
+    if (!v->is_array() || v->size() != 2 || !(*v)[0].is_number() || !(*v)[1].is_number())
+      fail(p->path("betas"), "expected an array of 2 numbers, got " + show(*v));
+    for (size_t i = 0; i < 2; ++i) {
+      const double b = (*v)[i].get<double>();
+      if (!(b >= 0.0 && b < 1.0))
+        fail(p->path("betas") + "[" + std::to_string(i) + "]", "must be in [0, 1), got " + num(b));
+    }
+    o.beta1 = (*v)[0].get<double>();
+    o.beta2 = (*v)[1].get<double>();
+  }
+  p->get("eps", o.eps);
+  p->get("weight_decay", o.weight_decay);
+  bool adam_w_mode = true;
+  if (adam && p->get("adam_w_mode", adam_w_mode) && !adam_w_mode)
+    fail(p->path("adam_w_mode"), "false (Adam with L2 weight decay) is not implemented yet");
+  p->done();
+}
+
+void read_scheduler(Section& top, SchedulerConfig& c, Seen& seen) {
+  auto s = top.sub("scheduler");
+  if (!s) return;
+  if (!s->get("type", c.type)) fail(s->path("type"), "required key missing");
+  for (std::string_view t : kSchedulersNotYet)
+    if (c.type == t) fail(s->path("type"), show(c.type) + " is a DeepSpeed scheduler that ztrain does not implement yet");
+  const bool warmup = c.type == "WarmupLR", decay = c.type == "WarmupDecayLR", cosine = c.type == "WarmupCosineLR";
+  if (!warmup && !decay && !cosine)
+    fail(s->path("type"), "unknown scheduler " + show(c.type) + " (expected WarmupLR, WarmupDecayLR or WarmupCosineLR)");
+  auto p = s->sub("params");
+  s->done();
+  if (!p) return;
+  // Each scheduler takes only its own DeepSpeed params; the rest fall through to done() below.
+  if (!cosine) {
+    p->get("warmup_min_lr", c.warmup_min_lr);
+    p->get("warmup_max_lr", c.warmup_max_lr);
+  }
+  p->get("warmup_num_steps", c.warmup_num_steps);
+  p->get("warmup_type", c.warmup_type);
+  if (!warmup) seen.total_num_steps = p->get("total_num_steps", c.total_num_steps);
+  if (cosine) {
+    p->get("warmup_min_ratio", c.warmup_min_ratio);
+    p->get("cos_min_ratio", c.cos_min_ratio);
+  }
+  p->done(" for " + c.type + ", which takes: " + p->known_list());
+}
+
+template <class T>
+void at_least(const std::string& path, T v, T min) {
+  if (v < min) fail(path, "must be >= " + num(min) + ", got " + num(v));
+}
+
+void positive(const std::string& path, double v) {
+  if (!(v > 0.0)) fail(path, "must be > 0, got " + num(v));
+}
+
+void in_unit_interval(const std::string& path, double v) {
+  if (!(v >= 0.0 && v <= 1.0)) fail(path, "must be in [0, 1], got " + num(v));
+}
+
+// Runs after every section was read and checked for unknown keys, so a typo is reported as such
+// rather than as the constraint its default happens to break.
+void check_values(Config& c, const Seen& seen) {
+  ModelConfig& m = c.model;
+  DataConfig& d = c.data;
+  auto given = [&](std::string_view key) {
+    return std::find(m.given.begin(), m.given.end(), key) != m.given.end();
+  };
+  // With init_from the checkpoint supplies the dimensions not given, so relations between them
+  // are only checked where both sides are known.
+  auto known = [&](std::string_view key) { return !m.init_from || given(key); };
+
+  if (m.arch != "gpt2") fail("model.arch", show(m.arch) + " is not implemented (expected \"gpt2\")");
+  if (d.format != "llmc" && d.format != "bytes")
+    fail("data.format", "expected \"llmc\" or \"bytes\", got " + show(d.format));
+  if (d.format == "bytes") {
+    if (given("vocab_size") && m.vocab_size != 256)
+      fail("model.vocab_size", "must be 256 for data.format \"bytes\", got " + show(m.vocab_size));
+    m.vocab_size = 256;
+    if (!given("padded_vocab_size")) m.padded_vocab_size = 256;
+  }
+  for (const auto& [key, field] : kDims) at_least("model." + std::string(key), m.*field, 1);
+  if (known("n_embd") && known("n_head") && m.n_embd % m.n_head != 0)
+    fail("model.n_embd", show(m.n_embd) + " is not divisible by model.n_head " + show(m.n_head));
+  if (known("vocab_size") && known("padded_vocab_size") && m.padded_vocab_size < m.vocab_size)
+    fail("model.padded_vocab_size", show(m.padded_vocab_size) + " must be >= model.vocab_size " + show(m.vocab_size));
+
+  if (!seen.data_train) fail("data.train", "required key missing");
+  if (d.train.empty()) fail("data.train", "must not be empty");
+  at_least("data.seq_len", d.seq_len, 1);
+  if (known("max_seq_len") && d.seq_len > m.max_seq_len)
+    fail("data.seq_len", show(d.seq_len) + " must be <= model.max_seq_len " + show(m.max_seq_len));
+  if (!(d.val_fraction > 0.0 && d.val_fraction <= 0.5))
+    fail("data.val_fraction", "must be in (0, 0.5], got " + num(d.val_fraction));
+  if (seen.val_fraction && d.format != "bytes")
+    fail("data.val_fraction", "only applies to data.format \"bytes\"");
+  if (seen.val_fraction && !d.val.empty()) fail("data.val_fraction", "has no effect when data.val is set");
+
+  const TrainConfig& t = c.train;
+  at_least("train.steps", t.steps, 1);
+  at_least("train.threads", t.threads, 0);
+  at_least("train.val_interval", t.val_interval, 0);
+  if (t.val_interval > 0) at_least("train.val_batches", t.val_batches, 1);
+
+  at_least("train_micro_batch_size_per_gpu", c.micro_batch, 1);
+  at_least("gradient_accumulation_steps", c.grad_accum, 1);
+  if (seen.train_batch_size) at_least("train_batch_size", c.train_batch_size, 1);
+  at_least("gradient_clipping", c.gradient_clipping, 0.0);
+  at_least("steps_per_print", c.steps_per_print, 1);
+
+  positive("optimizer.params.lr", c.optimizer.lr);
+  positive("optimizer.params.eps", c.optimizer.eps);
+  at_least("optimizer.params.weight_decay", c.optimizer.weight_decay, 0.0);
+
+  const SchedulerConfig& s = c.scheduler;
+  if (s.type.empty()) return;
+  const std::string p = "scheduler.params.";
+  at_least(p + "warmup_min_lr", s.warmup_min_lr, 0.0);
+  positive(p + "warmup_max_lr", s.warmup_max_lr);
+  at_least(p + "warmup_num_steps", s.warmup_num_steps, 0);
+  if (s.warmup_type != "log" && s.warmup_type != "linear")
+    fail(p + "warmup_type", "expected \"log\" or \"linear\", got " + show(s.warmup_type));
+  // Log warmup divides by log(warmup_num_steps), which is 0 for one step.
+  if (s.warmup_type == "log" && s.warmup_num_steps == 1)
+    fail(p + "warmup_num_steps", "must not be 1 with warmup_type \"log\" (use 0, >= 2 or \"linear\")");
+  in_unit_interval(p + "warmup_min_ratio", s.warmup_min_ratio);
+  in_unit_interval(p + "cos_min_ratio", s.cos_min_ratio);
+  if (s.type == "WarmupLR") return;
+  if (!seen.total_num_steps) fail(p + "total_num_steps", "required key missing (" + s.type + " needs it)");
+  positive(p + "total_num_steps", s.total_num_steps);
+  if (s.total_num_steps < s.warmup_num_steps)
+    fail(p + "total_num_steps", show(s.total_num_steps) + " must be >= " + p + "warmup_num_steps " + show(s.warmup_num_steps));
+}
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+std::string read_file(const std::string& path) {
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+  auto cannot_read = [&](int err) { return ConfigError("config: cannot read '" + path + "': " + std::strerror(err)); };
+  if (!f) throw cannot_read(errno);
+  std::string text;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) text.append(buf, n);
+  if (std::ferror(f.get())) throw cannot_read(errno);
+  return text;
+}
+
+// nlohmann keeps the last of two equal keys without a word; this parse callback makes a repeated
+// key an error rather than a silent override of the first. The schema has no arrays of objects, so
+// array elements are left out of the path.
+class DuplicateKeyCheck {
+ public:
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) stack_.emplace_back();
+    if (event == E::object_end || event == E::array_end) stack_.pop_back();
+    if (event == E::key) {
+      auto& [seen, current] = stack_.back();
+      current = parsed.get<std::string>();
+      if (!seen.insert(current).second) {
+        std::string path;
+        for (const auto& frame : stack_)
+          if (!frame.second.empty()) path = join(path, frame.second);
+        fail(path, "duplicate key");
+      }
+    }
+    return true;
+  }
+
+ private:
+  std::vector<std::pair<std::set<std::string>, std::string>> stack_;  // per open object: keys so far, current key
+};
+
+}  // namespace
+
+void apply_override(json& j, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  std::vector<std::string> keys;
+  if (eq != std::string::npos) {
+    const std::string dotted = assignment.substr(0, eq);
+    for (size_t start = 0;;) {
+      const size_t dot = dotted.find('.', start);
+      keys.push_back(dotted.substr(start, dot - start));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+  }
+  if (keys.empty() || std::any_of(keys.begin(), keys.end(), [](const std::string& k) { return k.empty(); }))
+    fail("--set '" + assignment + "'", "expected dotted.key=value");
+
+  const std::string text = assignment.substr(eq + 1);
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = text;  // so --set data.train=a.bin needs no JSON quotes
+
+  if (j.is_null()) j = json::object();
+  json* cur = &j;
+  std::string path;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!cur->is_object())
+      fail(path.empty() ? "top level" : path,
+           "--set '" + assignment + "' needs an object here, found " + show(*cur));
+    path = join(path, keys[i]);
+    if (i + 1 == keys.size()) {
+      (*cur)[keys[i]] = std::move(value);
+    } else {
+      if (!cur->contains(keys[i])) (*cur)[keys[i]] = json::object();
+      cur = &(*cur)[keys[i]];
+    }
+  }
+}
+
+Config parse_config(const json& j) {
+  Config c;
+  Seen seen;
+  Section top(j, "");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    for (std::string_view k : kDeepSpeedNotYet)
+      if (it.key() == k) fail(it.key(), "is a DeepSpeed key that ztrain does not implement yet");
+  read_model(top, c.model);
+  read_data(top, c.data, seen);
+  read_train(top, c.train);
+  read_optimizer(top, c.optimizer);
+  read_scheduler(top, c.scheduler, seen);
+  seen.train_batch_size = top.get("train_batch_size", c.train_batch_size);
+  top.get("train_micro_batch_size_per_gpu", c.micro_batch);
+  top.get("gradient_accumulation_steps", c.grad_accum);
+  top.get("gradient_clipping", c.gradient_clipping);
+  top.get("steps_per_print", c.steps_per_print);
+  top.done();
+  check_values(c, seen);
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  const std::string text = read_file(path);
+  json j;
+  try {
+    j = json::parse(text, DuplicateKeyCheck{});
+  } catch (const json::parse_error& e) {
+    // Drop nlohmann's "[json.exception.parse_error.101] " tag; the rest has line and column.
+    std::string msg = e.what();
+    if (const size_t close = msg.find("] "); msg.starts_with("[json.exception") && close != std::string::npos)
+      msg.erase(0, close + 2);
+    throw ConfigError("config: '" + path + "' is not valid JSON: " + msg);
+  }
+  for (const auto& o : overrides) apply_override(j, o);
+  return parse_config(j);
+}
+
+void check_batch_size(const Config& c, int world_size) {
+  if (c.train_batch_size == 0) return;
+  const long long product = 1LL * c.micro_batch * c.grad_accum * world_size;
+  if (c.train_batch_size != product)
+    fail("train_batch_size", std::to_string(c.train_batch_size) + " != train_micro_batch_size_per_gpu " +
+                                 std::to_string(c.micro_batch) + " * gradient_accumulation_steps " +
+                                 std::to_string(c.grad_accum) + " * world size " + std::to_string(world_size) +
+                                 " = " + std::to_string(product));
+}
+
+}  // namespace zt

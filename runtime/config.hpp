@@ -1,0 +1,105 @@
+// The training configuration: a JSON file using DeepSpeed's key names where they exist, plus our
+// own `model`, `data` and `train` sections. Parsing is strict: an unknown key is an error naming
+// its path, a DeepSpeed key we do not implement yet says so, wrong types and impossible values
+// name the key. Nothing is silently ignored.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zt {
+
+// Every configuration problem; what() starts with "config: <dotted.path>: ".
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelConfig {
+  std::string arch = "gpt2";
+  int n_layer = 12;
+  int n_head = 12;
+  int n_embd = 768;
+  int vocab_size = 50257;
+  int padded_vocab_size = 50304;
+  int max_seq_len = 1024;
+  std::optional<std::string> init_from;  // llm.c checkpoint; its header gives the dimensions
+  // Which of the dimension keys the file (or --set) gave explicitly: with init_from these must
+  // agree with the checkpoint, the others are taken from it.
+  std::vector<std::string> given;
+};
+
+struct DataConfig {
+  std::string format = "llmc";  // "llmc" token shards or "bytes" (raw files, vocabulary 256)
+  std::string train;            // glob (llmc) or files / folders / globs separated by ':' (bytes)
+  std::string val;              // empty: none (llmc), or the held-out tail of train (bytes)
+  int seq_len = 256;
+  bool shuffle = false;
+  double val_fraction = 0.1;    // bytes format without `val`: share of bytes held out, in (0, 0.5]
+};
+
+struct TrainConfig {
+  int steps = 1000;
+  uint64_t seed = 1337;
+  int threads = 0;  // 0: all cores
+  int val_interval = 100;  // 0: never
+  int val_batches = 10;
+  std::string save_model;  // llm.c checkpoint written at the end; empty: none
+  std::string metrics;     // JSON lines file; empty: none
+};
+
+struct OptimizerConfig {
+  std::string type = "AdamW";
+  double lr = 3e-4;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+// DeepSpeed's schedulers, with DeepSpeed's defaults; type empty means a constant optimizer.lr.
+struct SchedulerConfig {
+  std::string type;  // "", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"
+  double warmup_min_lr = 0.0;
+  double warmup_max_lr = 0.001;
+  int warmup_num_steps = 1000;
+  std::string warmup_type = "log";  // "log" or "linear"
+  int total_num_steps = 0;          // required by WarmupDecayLR and WarmupCosineLR
+  double warmup_min_ratio = 0.0;    // WarmupCosineLR
+  double cos_min_ratio = 0.0001;    // WarmupCosineLR
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  int train_batch_size = 0;  // 0: not given (then micro * accumulation * world size)
+  int micro_batch = 4;       // train_micro_batch_size_per_gpu
+  int grad_accum = 1;        // gradient_accumulation_steps
+  double gradient_clipping = 0.0;  // 0: off
+  int steps_per_print = 10;
+};
+
+// Applies one `--set dotted.key=value` override to the raw JSON before validation. The value is
+// parsed as JSON when it is valid JSON (numbers, true, null, [..], {..}) and taken as a string
+// otherwise. Intermediate objects are created as needed.
+void apply_override(nlohmann::json& j, const std::string& assignment);
+
+// Validates and converts; throws ConfigError.
+Config parse_config(const nlohmann::json& j);
+
+// Reads the file (ConfigError naming the file if missing or not JSON), applies the overrides in
+// order, then parses.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Checks train_batch_size == micro * accumulation * world_size (when given); the message gives all
+// four numbers.
+void check_batch_size(const Config& c, int world_size);
+
+}  // namespace zt

@@ -1,0 +1,48 @@
+// Data loaders. Each rank reads its own micro-batches: B*T+1 consecutive tokens, inputs are the
+// first B*T and targets the same shifted by one. Without shuffling they go in order as llm.c's
+// loader reads them: with N ranks, rank r takes the r-th B*T slice of each global slice of N*B*T
+// tokens, moving to the next shard (or file set, wrapping at the end) when a slice no longer fits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/config.hpp"
+
+namespace zt {
+
+// Thrown for unreadable or malformed data: names the file and what is wrong with it.
+class DataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class DataLoader {
+ public:
+  virtual ~DataLoader() = default;
+  // Fills inputs and targets (B*T each) with this rank's next micro-batch.
+  virtual void next(int32_t* inputs, int32_t* targets) = 0;
+  // Back to the first batch (validation starts from here each time).
+  virtual void reset() = 0;
+  // Largest token id + 1 the data may hold: 256 for bytes; for llmc shards the tokenizer's
+  // vocabulary is not recorded, so 65536.
+  virtual int vocab_limit() const = 0;
+  virtual int64_t num_tokens() const = 0;  // over all shards / files of this split
+  virtual int64_t batches_per_epoch() const = 0;  // for this rank
+};
+
+enum class Split { train, val };
+
+// Builds the loader for one split. Throws DataError (no file matches, bad header, a shard smaller
+// than one global batch, ...) or ConfigError (Split::val without val data for llmc).
+std::unique_ptr<DataLoader> make_loader(const DataConfig& cfg, Split split, int B, int T, int rank,
+                                        int world_size, uint64_t seed);
+
+// Writes an llm.c token shard (tests and tools): header of 256 int32 (magic 20240520, version 1,
+// count), then uint16 tokens.
+void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens);
+
+}  // namespace zt

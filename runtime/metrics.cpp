@@ -1,0 +1,73 @@
+#include "runtime/metrics.hpp"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "kernels/cpu/kernels.hpp"
+#include "runtime/trainer.hpp"
+
+namespace zt {
+
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+  if (!out_) throw std::runtime_error("metrics: cannot open '" + path + "' for writing");
+}
+
+void MetricsWriter::line(const std::string& json) {
+  out_ << json << '\n';
+  out_.flush();  // a crashed run still leaves every finished step on disk
+  if (!out_) throw std::runtime_error("metrics: write to '" + path_ + "' failed");
+}
+
+void MetricsWriter::write(const StepStats& s) {
+  nlohmann::json peak;
+  for (size_t c = 0; c < kMemCategories; ++c) peak[std::string(category_name(static_cast<MemCategory>(c)))] = s.mem.peak[c];
+  peak["total"] = s.mem.total_peak;
+  line(nlohmann::json{{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"ms", s.ms},
+                      {"tokens_per_s", s.tokens_per_s}, {"tflops", s.tflops}, {"peak_bytes", peak}}
+           .dump());
+}
+
+void MetricsWriter::write_val(int step, double val_loss) {
+  line(nlohmann::json{{"step", step}, {"val_loss", val_loss}}.dump());
+}
+
+std::string human_bytes(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string run_banner(const Trainer& t) {
+  const Config& c = t.config();
+  const GPT2Dims& d = t.model().dims();
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "model gpt2: n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), max_seq_len %d, %.2fM parameters\n"
+                "batch: micro %d x accumulation %d, seq_len %d (%d tokens a step); %d threads; %d steps",
+                d.n_layer, d.n_head, d.n_embd, d.vocab_size, d.padded_vocab_size, d.max_seq_len,
+                static_cast<double>(gpt2_num_params(d)) / 1e6, c.micro_batch, c.grad_accum, c.data.seq_len,
+                c.micro_batch * c.grad_accum * c.data.seq_len, cpu::num_threads(), c.train.steps);
+  return buf;
+}
+
+std::string progress_line(const StepStats& s, int total_steps) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "step %5d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.1f ms | %.0f tok/s | %.1f GFLOP/s | peak %s",
+                s.step, total_steps, s.loss, s.lr, s.grad_norm, s.ms, s.tokens_per_s, s.tflops * 1e3,
+                human_bytes(s.mem.total_peak).c_str());
+  return buf;
+}
+
+std::string val_line(int step, double val_loss) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "step %5d | val loss %.4f", step, val_loss);
+  return buf;
+}
+
+}  // namespace zt

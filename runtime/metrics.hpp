@@ -1,0 +1,32 @@
+// What a run reports: the console lines and the metrics file (JSON lines, one per optimizer step,
+// plus one per validation).
+#pragma once
+
+#include <fstream>
+#include <string>
+
+#include "tensor/allocator.hpp"
+
+namespace zt {
+
+struct StepStats;
+class Trainer;
+
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);  // truncates; throws naming the path
+  void write(const StepStats& s);
+  void write_val(int step, double val_loss);
+
+ private:
+  void line(const std::string& json);
+  std::string path_;
+  std::ofstream out_;
+};
+
+std::string run_banner(const Trainer& t);
+std::string progress_line(const StepStats& s, int total_steps);
+std::string val_line(int step, double val_loss);
+std::string human_bytes(size_t bytes);
+
+}  // namespace zt

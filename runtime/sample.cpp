@@ -1,0 +1,43 @@
+#include "runtime/sample.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+namespace zt {
+
+std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& opt) {
+  if (prompt.empty()) throw std::invalid_argument("sample: the prompt must hold at least one token");
+  const GPT2Dims& d = model.dims();
+  std::vector<int32_t> ctx = prompt;
+  std::vector<int32_t> out;
+  std::mt19937_64 gen(opt.seed);
+  Tape tape;
+  Tape::NoGrad no_grad(tape);
+  std::vector<int> order(static_cast<size_t>(d.vocab_size));
+  for (int i = 0; i < opt.tokens; ++i) {
+    const int T = std::min<int>(static_cast<int>(ctx.size()), d.max_seq_len);
+    Tensor tokens = Tensor::empty({1, T}, DType::i32);
+    std::copy(ctx.end() - T, ctx.end(), tokens.data<int32_t>());
+    // Recomputes the whole context per token: simple, and fast enough for the models sampled here.
+    const Tensor logits = model.logits(tape, tokens);
+    const float* last = logits.data<float>() + static_cast<size_t>(T - 1) * d.padded_vocab_size;
+    const int k = std::clamp(opt.top_k, 1, d.vocab_size);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) { return last[a] > last[b]; });
+    int next = order[0];
+    if (k > 1) {
+      std::vector<double> w(static_cast<size_t>(k));
+      const float temp = std::max(opt.temperature, 1e-6f);
+      for (int j = 0; j < k; ++j) w[j] = std::exp((last[order[j]] - last[order[0]]) / temp);
+      next = order[std::discrete_distribution<int>(w.begin(), w.end())(gen)];
+    }
+    ctx.push_back(next);
+    out.push_back(next);
+  }
+  return out;
+}
+
+}  // namespace zt

@@ -1,0 +1,148 @@
+#include "runtime/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "kernels/cpu/kernels.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/schedule.hpp"
+
+namespace zt {
+
+GPT2Dims resolve_dims(const Config& cfg) {
+  const ModelConfig& m = cfg.model;
+  const GPT2Dims from_config{m.max_seq_len, m.vocab_size, m.padded_vocab_size, m.n_layer, m.n_head, m.n_embd};
+  if (!m.init_from) return from_config;
+  const GPT2Dims d = read_llmc_header(*m.init_from);
+  const std::pair<const char*, std::pair<int, int>> dims[] = {
+      {"max_seq_len", {m.max_seq_len, d.max_seq_len}}, {"vocab_size", {m.vocab_size, d.vocab_size}},
+      {"padded_vocab_size", {m.padded_vocab_size, d.padded_vocab_size}}, {"n_layer", {m.n_layer, d.n_layer}},
+      {"n_head", {m.n_head, d.n_head}}, {"n_embd", {m.n_embd, d.n_embd}}};
+  for (const auto& [key, v] : dims)
+    for (const std::string& g : m.given)
+      if (g == key && v.first != v.second)
+        throw ConfigError("config: model." + g + ": " + std::to_string(v.first) + " disagrees with " +
+                          std::to_string(v.second) + " in the checkpoint '" + *m.init_from + "'");
+  return d;
+}
+
+Trainer::Trainer(const Config& cfg) : cfg_(cfg), B_(cfg.micro_batch), T_(cfg.data.seq_len) {
+  cpu::set_num_threads(cfg.train.threads);
+  check_batch_size(cfg_, 1);
+  const GPT2Dims dims = resolve_dims(cfg_);
+  if (T_ > dims.max_seq_len)
+    throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +
+                      std::to_string(dims.max_seq_len));
+  model_ = std::make_unique<GPT2>(dims);
+  for (int u = 0; u < model_->num_units(); ++u) {
+    const UnitLayout& lay = model_->layout()[u];
+    Unit unit{Tensor::empty({lay.numel}, DType::f32, MemCategory::parameters),
+              Tensor::zeros({lay.numel}, DType::f32, MemCategory::gradients), nullptr};
+    model_->bind_unit(u, unit.params, unit.grads);
+    std::vector<std::pair<int64_t, int64_t>> decayed;
+    for (const ParamSpec& p : lay.params)
+      if (p.decay) decayed.emplace_back(p.offset, p.offset + shape_numel(p.shape));
+    unit.opt = std::make_unique<AdamW>(cfg_.optimizer, unit.params, unit.grads, std::move(decayed));
+    units_.push_back(std::move(unit));
+  }
+  if (cfg_.model.init_from)
+    load_llmc_checkpoint(*cfg_.model.init_from, *model_);
+  else
+    model_->init(cfg_.train.seed);
+
+  train_ = make_loader(cfg_.data, Split::train, B_, T_, 0, 1, cfg_.train.seed);
+  if (!cfg_.data.val.empty() || cfg_.data.format == "bytes")
+    val_ = make_loader(cfg_.data, Split::val, B_, T_, 0, 1, cfg_.train.seed);
+  if (train_->vocab_limit() > dims.vocab_size && cfg_.data.format == "bytes")
+    throw ConfigError("config: model.vocab_size: " + std::to_string(dims.vocab_size) +
+                      " is smaller than the byte vocabulary (256)");
+  inputs_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
+  targets_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
+  tape_.set_profile(&profile_);
+}
+
+StepStats Trainer::step() {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  cpu_allocator().accounting().reset_peaks();
+  for (Unit& u : units_) u.grads.zero();
+
+  // Each micro-batch's loss is a mean over its tokens; seeding backward with 1/accumulation makes
+  // the summed gradients those of the mean over the whole batch.
+  const int accum = cfg_.grad_accum;
+  double loss_sum = 0.0;
+  for (int micro = 0; micro < accum; ++micro) {
+    train_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
+    Tensor loss = model_->forward(tape_, inputs_, targets_);
+    loss_sum += loss.data<float>()[0];
+    tape_.backward(loss, 1.0f / static_cast<float>(accum));
+  }
+
+  const auto update_start = clock::now();
+  double sq = 0.0;
+  for (const Unit& u : units_) sq += cpu::sum_squares(u.grads.data<float>(), static_cast<size_t>(u.grads.numel()));
+  const double norm = std::sqrt(sq);
+  // torch.nn.utils.clip_grad_norm_'s rule, so clipped runs compare with PyTorch's.
+  float scale = 1.0f;
+  if (cfg_.gradient_clipping > 0.0) {
+    const double coef = cfg_.gradient_clipping / (norm + 1e-6);
+    if (coef < 1.0) scale = static_cast<float>(coef);
+  }
+  const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, steps_done_);
+  ++steps_done_;
+  for (Unit& u : units_) u.opt->step(static_cast<float>(lr), scale, steps_done_);
+  profile_.add("norm+adamw", false, std::chrono::duration<double>(clock::now() - update_start).count());
+
+  StepStats s;
+  s.step = steps_done_;
+  s.loss = loss_sum / accum;
+  s.lr = lr;
+  s.grad_norm = norm;
+  s.ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
+  const double tokens = static_cast<double>(B_) * T_ * accum;
+  s.tokens_per_s = tokens / (s.ms / 1e3);
+  s.tflops = gpt2_flops_per_token(model_->dims(), T_) * tokens / (s.ms / 1e3) / 1e12;
+  s.mem = cpu_allocator().accounting().snapshot();
+  return s;
+}
+
+double Trainer::validate() {
+  if (!val_) throw std::logic_error("validate() without validation data");
+  val_->reset();
+  Tape::NoGrad no_grad(tape_);
+  double sum = 0.0;
+  for (int i = 0; i < cfg_.train.val_batches; ++i) {
+    val_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
+    sum += model_->forward(tape_, inputs_, targets_).data<float>()[0];
+  }
+  return sum / cfg_.train.val_batches;
+}
+
+void Trainer::run(const std::function<void(const std::string&)>& log) {
+  const TrainConfig& tc = cfg_.train;
+  std::unique_ptr<MetricsWriter> metrics;
+  if (!tc.metrics.empty()) metrics = std::make_unique<MetricsWriter>(tc.metrics);
+  log(run_banner(*this));
+  const bool validating = val_ && tc.val_interval > 0;
+  if (validating) log(val_line(0, validate()));
+  while (steps_done_ < tc.steps) {
+    const StepStats s = step();
+    if (metrics) metrics->write(s);
+    if (s.step % cfg_.steps_per_print == 0 || s.step == 1 || s.step == tc.steps) log(progress_line(s, tc.steps));
+    if (validating && (s.step % tc.val_interval == 0 || s.step == tc.steps)) {
+      const double v = validate();
+      if (metrics) metrics->write_val(s.step, v);
+      log(val_line(s.step, v));
+    }
+  }
+  if (!tc.save_model.empty()) {
+    save_llmc_checkpoint(tc.save_model, *model_);
+    log("saved model to " + tc.save_model);
+  }
+}
+
+}  // namespace zt

@@ -1,0 +1,72 @@
+// The single-process trainer: owns the model's flat buffers (one per unit: parameters,
+// gradients, AdamW states), the data loaders and the step loop. The ZeRO engine replaces the
+// buffer ownership with sharded units; the step's shape stays.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/gpt2.hpp"
+#include "runtime/config.hpp"
+#include "runtime/data.hpp"
+#include "runtime/optimizer.hpp"
+#include "tensor/allocator.hpp"
+#include "tensor/tape.hpp"
+
+namespace zt {
+
+struct StepStats {
+  int step = 0;  // 1-based, after the update
+  double loss = 0;       // mean over the step's micro-batches, before the update
+  double lr = 0;
+  double grad_norm = 0;  // before clipping
+  double ms = 0;
+  double tokens_per_s = 0;
+  double tflops = 0;     // achieved, llm.c's FLOP count
+  MemSnapshot mem;       // peaks are this step's
+};
+
+// Dimensions from the config, or from model.init_from's header; with init_from, dimensions the
+// config also gives must agree (ConfigError naming both values).
+GPT2Dims resolve_dims(const Config& cfg);
+
+class Trainer {
+ public:
+  explicit Trainer(const Config& cfg);
+
+  StepStats step();
+  double validate();  // mean loss over data.val_batches validation batches (no gradients)
+  bool has_validation() const { return val_ != nullptr; }
+  // The whole run: data.steps steps, progress every steps_per_print, validation every
+  // val_interval, metrics lines, final save. `log` receives each printed line.
+  void run(const std::function<void(const std::string&)>& log);
+
+  GPT2& model() { return *model_; }
+  const GPT2& model() const { return *model_; }
+  const Config& config() const { return cfg_; }
+  int steps_done() const { return steps_done_; }
+  OpProfile& profile() { return profile_; }
+  // Summed parameter gradients of the last step, by unit (tests compare them with PyTorch).
+  const Tensor& unit_grads(int u) const { return units_.at(u).grads; }
+  const Tensor& unit_params(int u) const { return units_.at(u).params; }
+
+ private:
+  struct Unit {
+    Tensor params, grads;
+    std::unique_ptr<AdamW> opt;
+  };
+  Config cfg_;
+  int B_, T_;
+  std::unique_ptr<GPT2> model_;
+  std::vector<Unit> units_;
+  std::unique_ptr<DataLoader> train_, val_;
+  Tape tape_;
+  OpProfile profile_;
+  int steps_done_ = 0;
+  Tensor inputs_, targets_;
+};
+
+}  // namespace zt

@@ -1,0 +1,449 @@
+#include "runtime/config.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+using nlohmann::json;
+using zt::Config;
+using zt::ConfigError;
+
+namespace {
+
+// The smallest valid config: data.train is the only required key.
+json minimal() { return json{{"data", {{"train", "shards/*_train_*.bin"}}}}; }
+
+// minimal() with --set style edits, so each test shows only what it breaks.
+json with(std::initializer_list<std::string> sets) {
+  json j = minimal();
+  for (const auto& s : sets) zt::apply_override(j, s);
+  return j;
+}
+
+// The ConfigError message parse_config gives, or "(no error)".
+std::string error_of(const json& j) {
+  try {
+    zt::parse_config(j);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string error_of(std::initializer_list<std::string> sets) { return error_of(with(sets)); }
+
+const char* kExample = R"({
+  "model": {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "vocab_size": 50257,
+            "padded_vocab_size": 50304, "max_seq_len": 1024, "init_from": null},
+  "data":  {"format": "llmc", "train": "shards/*_train_*.bin", "val": "shards/*_val_*.bin",
+            "seq_len": 256, "shuffle": false},
+  "train": {"steps": 1000, "seed": 1337, "threads": 2, "val_interval": 100, "val_batches": 10},
+  "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+  "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.9, 0.95], "eps": 1e-8,
+                "weight_decay": 0.1}},
+  "gradient_clipping": 1.0, "steps_per_print": 10
+})";
+
+// A fresh folder under /tmp, removed with everything in it at the end of the test.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ztrain_config_XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const {
+    const auto p = path / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the example config parses into the right values") {
+  const Config c = zt::parse_config(json::parse(kExample));
+  CHECK(c.model.arch == "gpt2");
+  CHECK(c.model.n_layer == 12);
+  CHECK(c.model.n_head == 12);
+  CHECK(c.model.n_embd == 768);
+  CHECK(c.model.vocab_size == 50257);
+  CHECK(c.model.padded_vocab_size == 50304);
+  CHECK(c.model.max_seq_len == 1024);
+  CHECK_FALSE(c.model.init_from.has_value());
+  CHECK(c.model.given == std::vector<std::string>{"n_layer", "n_head", "n_embd", "vocab_size",
+                                                  "padded_vocab_size", "max_seq_len"});
+  CHECK(c.data.format == "llmc");
+  CHECK(c.data.train == "shards/*_train_*.bin");
+  CHECK(c.data.val == "shards/*_val_*.bin");
+  CHECK(c.data.seq_len == 256);
+  CHECK_FALSE(c.data.shuffle);
+  CHECK(c.train.steps == 1000);
+  CHECK(c.train.seed == 1337);
+  CHECK(c.train.threads == 2);
+  CHECK(c.train.val_interval == 100);
+  CHECK(c.train.val_batches == 10);
+  CHECK(c.micro_batch == 4);
+  CHECK(c.grad_accum == 1);
+  CHECK(c.train_batch_size == 0);
+  CHECK(c.optimizer.type == "AdamW");
+  CHECK(c.optimizer.lr == 3e-4);
+  CHECK(c.optimizer.beta1 == 0.9);
+  CHECK(c.optimizer.beta2 == 0.95);
+  CHECK(c.optimizer.eps == 1e-8);
+  CHECK(c.optimizer.weight_decay == 0.1);
+  CHECK(c.gradient_clipping == 1.0);
+  CHECK(c.steps_per_print == 10);
+  CHECK(c.scheduler.type.empty());
+}
+
+TEST_CASE("defaults: only data.train given") {
+  const Config c = zt::parse_config(minimal());
+  const Config d;  // the header's defaults
+  CHECK(c.model.arch == d.model.arch);
+  CHECK(c.model.n_layer == d.model.n_layer);
+  CHECK(c.model.n_embd == d.model.n_embd);
+  CHECK(c.model.vocab_size == 50257);
+  CHECK(c.model.padded_vocab_size == 50304);
+  CHECK(c.model.max_seq_len == 1024);
+  CHECK(c.model.given.empty());
+  CHECK_FALSE(c.model.init_from.has_value());
+  CHECK(c.data.format == "llmc");
+  CHECK(c.data.val.empty());
+  CHECK(c.data.seq_len == 256);
+  CHECK(c.data.val_fraction == 0.1);
+  CHECK(c.train.steps == 1000);
+  CHECK(c.train.seed == 1337);
+  CHECK(c.train.threads == 0);
+  CHECK(c.train.save_model.empty());
+  CHECK(c.train.metrics.empty());
+  CHECK(c.optimizer.type == "AdamW");
+  CHECK(c.optimizer.lr == 3e-4);
+  CHECK(c.optimizer.beta2 == 0.999);
+  CHECK(c.optimizer.weight_decay == 0.01);
+  CHECK(c.scheduler.type.empty());
+  CHECK(c.train_batch_size == 0);
+  CHECK(c.micro_batch == 4);
+  CHECK(c.grad_accum == 1);
+  CHECK(c.gradient_clipping == 0.0);
+  CHECK(c.steps_per_print == 10);
+}
+
+TEST_CASE("other accepted values") {
+  const Config c = zt::parse_config(with({"model.init_from=gpt2_124M.bin", "model.n_layer=4",
+                                          "train.save_model=out.bin", "train.metrics=m.jsonl",
+                                          "train.seed=18446744073709551615", "data.shuffle=true",
+                                          "optimizer.type=adamw", "optimizer.params.lr=1",
+                                          "train_batch_size=8", "gradient_clipping=0"}));
+  CHECK(c.model.init_from == "gpt2_124M.bin");
+  CHECK(c.model.given == std::vector<std::string>{"n_layer"});
+  CHECK(c.train.save_model == "out.bin");
+  CHECK(c.train.metrics == "m.jsonl");
+  CHECK(c.train.seed == 18446744073709551615ull);
+  // Values built in code rather than parsed are signed integers; they count as non-negative too.
+  json built = minimal();
+  built["train"]["seed"] = 5;
+  built["train"]["steps"] = 7;
+  CHECK(zt::parse_config(built).train.seed == 5);
+  CHECK(zt::parse_config(built).train.steps == 7);
+  CHECK(c.data.shuffle);
+  CHECK(c.optimizer.type == "AdamW");
+  CHECK(c.optimizer.lr == 1.0);  // floats accept integers
+  CHECK(c.train_batch_size == 8);
+  // DeepSpeed's "Adam" is AdamW unless adam_w_mode is false.
+  CHECK(zt::parse_config(with({"optimizer.type=Adam"})).optimizer.type == "AdamW");
+  CHECK(zt::parse_config(with({"optimizer.type=Adam", "optimizer.params.adam_w_mode=true"})).optimizer.type == "AdamW");
+  CHECK(error_of({"optimizer.type=Adam", "optimizer.params.adam_w_mode=false"}) ==
+        "config: optimizer.params.adam_w_mode: false (Adam with L2 weight decay) is not implemented yet");
+  CHECK(error_of({"optimizer.params.adam_w_mode=true"}) == "config: optimizer.params.adam_w_mode: unknown key");
+  // val_interval 0 turns validation off, so val_batches is not looked at.
+  CHECK(error_of({"train.val_interval=0", "train.val_batches=0"}) == "(no error)");
+}
+
+TEST_CASE("unknown keys at every depth") {
+  CHECK(error_of({"model.n_layers=4"}) == "config: model.n_layers: unknown key (did you mean 'n_layer'?)");
+  CHECK(error_of({"stpes_per_print=4"}) == "config: stpes_per_print: unknown key (did you mean 'steps_per_print'?)");
+  CHECK(error_of({"whatever=1"}) == "config: whatever: unknown key");
+  CHECK(error_of({"data.sequence=1"}) == "config: data.sequence: unknown key");
+  CHECK(error_of({"train.step=5"}) == "config: train.step: unknown key (did you mean 'steps'?)");
+  CHECK(error_of({"optimizer.lr=1"}) == "config: optimizer.lr: unknown key");
+  CHECK(error_of({"optimizer.params.torch_adam=true"}) == "config: optimizer.params.torch_adam: unknown key");
+  CHECK(error_of({"optimizer.params.betta=1"}) == "config: optimizer.params.betta: unknown key (did you mean 'betas'?)");
+  CHECK(error_of({"scheduler.type=WarmupLR", "scheduler.foo=1"}) == "config: scheduler.foo: unknown key");
+  CHECK(error_of({"scheduler.type=WarmupLR", "scheduler.params.warmup_num_step=1"}) ==
+        "config: scheduler.params.warmup_num_step: unknown key (did you mean 'warmup_num_steps'?) for WarmupLR, which "
+        "takes: warmup_min_lr, warmup_max_lr, warmup_num_steps, warmup_type");
+  // A typo is reported as such even when its default then breaks a constraint elsewhere.
+  CHECK(error_of({"model.max_seq_len=128", "data.seqlen=64"}) ==
+        "config: data.seqlen: unknown key (did you mean 'seq_len'?)");
+}
+
+TEST_CASE("DeepSpeed keys that are not implemented yet") {
+  for (const char* key : {"zero_optimization", "fp16", "bf16", "activation_checkpointing", "wandb",
+                          "hybrid_engine", "weight_quantization", "wall_clock_breakdown"}) {
+    CAPTURE(key);
+    json j = minimal();
+    j[key] = json::object();
+    CHECK(error_of(j) == "config: " + std::string(key) + ": is a DeepSpeed key that ztrain does not implement yet");
+  }
+  CHECK(error_of({"optimizer.type=Lamb"}) == "config: optimizer.type: \"Lamb\" is not implemented yet (ztrain has \"AdamW\")");
+  CHECK(error_of({"optimizer.type=OneBitAdam"}).find("not implemented yet") != std::string::npos);
+  CHECK(error_of({"optimizer.type=SGD"}).find("config: optimizer.type: \"SGD\"") == 0);
+  CHECK(error_of({"scheduler.type=OneCycle"}) ==
+        "config: scheduler.type: \"OneCycle\" is a DeepSpeed scheduler that ztrain does not implement yet");
+}
+
+TEST_CASE("wrong types") {
+  CHECK(error_of({"train.steps=ten"}) == "config: train.steps: expected an integer, got \"ten\"");
+  CHECK(error_of({"train.steps=2.5"}) == "config: train.steps: expected an integer, got 2.5");
+  CHECK(error_of({"train.steps=3.0"}) == "config: train.steps: expected an integer, got 3.0");
+  CHECK(error_of({"train.steps=3000000000"}) == "config: train.steps: 3000000000 does not fit in a 32-bit integer");
+  CHECK(error_of({"train.seed=-1"}) == "config: train.seed: expected a non-negative integer, got -1");
+  CHECK(error_of({"data.shuffle=1"}) == "config: data.shuffle: expected true or false, got 1");
+  CHECK(error_of({"data.train=5"}) == "config: data.train: expected a string, got 5");
+  CHECK(error_of({"optimizer.params.lr=\"fast\""}) == "config: optimizer.params.lr: expected a number, got \"fast\"");
+  CHECK(error_of({"model.init_from=3"}) == "config: model.init_from: expected a string or null, got 3");
+  CHECK(error_of({"model.init_from=\"\""}) == "config: model.init_from: must be a path or null, got \"\"");
+  CHECK(error_of({"optimizer.params.betas=[0.9]"}) ==
+        "config: optimizer.params.betas: expected an array of 2 numbers, got [0.9]");
+  CHECK(error_of({"optimizer.params.betas=[0.9,0.95,0.99]"}) ==
+        "config: optimizer.params.betas: expected an array of 2 numbers, got [0.9,0.95,0.99]");
+  CHECK(error_of({"optimizer.params.betas=[0.9,\"x\"]"}).find("expected an array of 2 numbers") != std::string::npos);
+  CHECK(error_of({"optimizer.params.betas=0.9"}).find("expected an array of 2 numbers") != std::string::npos);
+  CHECK(error_of({"optimizer.params.betas=[0.9,1.0]"}) == "config: optimizer.params.betas[1]: must be in [0, 1), got 1");
+  CHECK(error_of({"optimizer.params.betas=[-0.1,0.9]"}) == "config: optimizer.params.betas[0]: must be in [0, 1), got -0.1");
+  // A long value is cut so the message stays one readable line.
+  const std::string long_err = error_of({"train.steps=" + std::string(100, 'x')});
+  CHECK(long_err.size() < 120);
+  CHECK(long_err.find("...") != std::string::npos);
+}
+
+TEST_CASE("sections that are not objects") {
+  CHECK(error_of(json(3)) == "config: top level: expected an object, got 3");
+  CHECK(error_of(json::array()) == "config: top level: expected an object, got []");
+  CHECK(error_of({"model=3"}) == "config: model: expected an object, got 3");
+  CHECK(error_of({"data=\"x\""}) == "config: data: expected an object, got \"x\"");
+  CHECK(error_of({"train=[]"}) == "config: train: expected an object, got []");
+  CHECK(error_of({"optimizer.params=null"}) == "config: optimizer.params: expected an object, got null");
+  CHECK(error_of({"scheduler=true"}) == "config: scheduler: expected an object, got true");
+}
+
+TEST_CASE("required keys") {
+  CHECK(error_of(json::object()) == "config: data.train: required key missing");
+  CHECK(error_of(json{{"data", {{"format", "llmc"}}}}) == "config: data.train: required key missing");
+  CHECK(error_of({"data.train=\"\""}) == "config: data.train: must not be empty");
+  CHECK(error_of({"scheduler.params.warmup_num_steps=10"}) == "config: scheduler.type: required key missing");
+}
+
+TEST_CASE("impossible model values") {
+  for (const char* key : {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab_size", "max_seq_len"}) {
+    CAPTURE(key);
+    CHECK(error_of({"model." + std::string(key) + "=0"}) == "config: model." + std::string(key) + ": must be >= 1, got 0");
+  }
+  CHECK(error_of({"model.arch=llama"}) == "config: model.arch: \"llama\" is not implemented (expected \"gpt2\")");
+  CHECK(error_of({"model.n_embd=770"}) == "config: model.n_embd: 770 is not divisible by model.n_head 12");
+  CHECK(error_of({"model.padded_vocab_size=50000"}) ==
+        "config: model.padded_vocab_size: 50000 must be >= model.vocab_size 50257");
+  CHECK(error_of({"model.max_seq_len=128"}) == "config: data.seq_len: 256 must be <= model.max_seq_len 128");
+  // With init_from the checkpoint fills in what is not given, so only given pairs are related.
+  CHECK(error_of({"model.init_from=c.bin", "data.seq_len=2048"}) == "(no error)");
+  CHECK(error_of({"model.init_from=c.bin", "model.n_head=7"}) == "(no error)");
+  CHECK(error_of({"model.init_from=c.bin", "model.vocab_size=60000"}) == "(no error)");
+  CHECK(error_of({"model.init_from=c.bin", "model.n_head=7", "model.n_embd=64"}) ==
+        "config: model.n_embd: 64 is not divisible by model.n_head 7");
+  CHECK(error_of({"model.init_from=c.bin", "model.max_seq_len=128"}) ==
+        "config: data.seq_len: 256 must be <= model.max_seq_len 128");
+}
+
+TEST_CASE("impossible data and train values") {
+  CHECK(error_of({"data.format=parquet"}) == "config: data.format: expected \"llmc\" or \"bytes\", got \"parquet\"");
+  CHECK(error_of({"data.seq_len=0"}) == "config: data.seq_len: must be >= 1, got 0");
+  CHECK(error_of({"data.format=bytes", "data.val_fraction=0"}) == "config: data.val_fraction: must be in (0, 0.5], got 0");
+  CHECK(error_of({"data.format=bytes", "data.val_fraction=0.6"}) == "config: data.val_fraction: must be in (0, 0.5], got 0.6");
+  CHECK(error_of({"data.format=bytes", "data.val_fraction=0.5"}) == "(no error)");
+  CHECK(error_of({"data.val_fraction=0.2"}) == "config: data.val_fraction: only applies to data.format \"bytes\"");
+  CHECK(error_of({"data.format=bytes", "data.val=v.txt", "data.val_fraction=0.2"}) ==
+        "config: data.val_fraction: has no effect when data.val is set");
+  CHECK(error_of({"train.steps=0"}) == "config: train.steps: must be >= 1, got 0");
+  CHECK(error_of({"train.threads=-1"}) == "config: train.threads: must be >= 0, got -1");
+  CHECK(error_of({"train.val_interval=-1"}) == "config: train.val_interval: must be >= 0, got -1");
+  CHECK(error_of({"train.val_batches=0"}) == "config: train.val_batches: must be >= 1, got 0");
+}
+
+TEST_CASE("impossible batch and optimizer values") {
+  CHECK(error_of({"train_micro_batch_size_per_gpu=0"}) == "config: train_micro_batch_size_per_gpu: must be >= 1, got 0");
+  CHECK(error_of({"gradient_accumulation_steps=0"}) == "config: gradient_accumulation_steps: must be >= 1, got 0");
+  CHECK(error_of({"train_batch_size=0"}) == "config: train_batch_size: must be >= 1, got 0");
+  CHECK(error_of({"gradient_clipping=-1"}) == "config: gradient_clipping: must be >= 0, got -1");
+  CHECK(error_of({"steps_per_print=0"}) == "config: steps_per_print: must be >= 1, got 0");
+  CHECK(error_of({"optimizer.params.lr=0"}) == "config: optimizer.params.lr: must be > 0, got 0");
+  CHECK(error_of({"optimizer.params.eps=-1e-8"}) == "config: optimizer.params.eps: must be > 0, got -1e-08");
+  CHECK(error_of({"optimizer.params.weight_decay=-0.1"}) == "config: optimizer.params.weight_decay: must be >= 0, got -0.1");
+}
+
+TEST_CASE("bytes format fills in the vocabulary") {
+  const Config c = zt::parse_config(with({"data.format=bytes", "data.train=a.txt:b/"}));
+  CHECK(c.model.vocab_size == 256);
+  CHECK(c.model.padded_vocab_size == 256);
+  CHECK(c.model.given.empty());  // filled in, not given
+  const Config p = zt::parse_config(with({"data.format=bytes", "model.padded_vocab_size=512"}));
+  CHECK(p.model.vocab_size == 256);
+  CHECK(p.model.padded_vocab_size == 512);
+  CHECK(p.model.given == std::vector<std::string>{"padded_vocab_size"});
+  const Config v = zt::parse_config(with({"data.format=bytes", "model.vocab_size=256"}));
+  CHECK(v.model.padded_vocab_size == 256);
+  CHECK(v.model.given == std::vector<std::string>{"vocab_size"});
+  CHECK(error_of({"data.format=bytes", "model.vocab_size=50257"}) ==
+        "config: model.vocab_size: must be 256 for data.format \"bytes\", got 50257");
+  CHECK(error_of({"data.format=bytes", "model.padded_vocab_size=128"}) ==
+        "config: model.padded_vocab_size: 128 must be >= model.vocab_size 256");
+}
+
+TEST_CASE("schedulers") {
+  const Config w = zt::parse_config(with({"scheduler.type=WarmupLR", "scheduler.params.warmup_min_lr=0",
+                                          "scheduler.params.warmup_max_lr=0.001", "scheduler.params.warmup_num_steps=100",
+                                          "scheduler.params.warmup_type=linear"}));
+  CHECK(w.scheduler.type == "WarmupLR");
+  CHECK(w.scheduler.warmup_max_lr == 0.001);
+  CHECK(w.scheduler.warmup_num_steps == 100);
+  CHECK(w.scheduler.warmup_type == "linear");
+  CHECK(zt::parse_config(with({"scheduler.type=WarmupLR"})).scheduler.warmup_type == "log");
+
+  const Config d = zt::parse_config(with({"scheduler.type=WarmupDecayLR", "scheduler.params.total_num_steps=5000"}));
+  CHECK(d.scheduler.total_num_steps == 5000);
+  const Config cos = zt::parse_config(with({"scheduler.type=WarmupCosineLR", "scheduler.params.total_num_steps=5000",
+                                            "scheduler.params.warmup_min_ratio=0.1", "scheduler.params.cos_min_ratio=0.01"}));
+  CHECK(cos.scheduler.warmup_min_ratio == 0.1);
+  CHECK(cos.scheduler.cos_min_ratio == 0.01);
+
+  CHECK(error_of({"scheduler.type=Cosine"}) ==
+        "config: scheduler.type: unknown scheduler \"Cosine\" (expected WarmupLR, WarmupDecayLR or WarmupCosineLR)");
+  // Each scheduler takes only its own params.
+  CHECK(error_of({"scheduler.type=WarmupLR", "scheduler.params.total_num_steps=10"}) ==
+        "config: scheduler.params.total_num_steps: unknown key for WarmupLR, which takes: warmup_min_lr, "
+        "warmup_max_lr, warmup_num_steps, warmup_type");
+  CHECK(error_of({"scheduler.type=WarmupCosineLR", "scheduler.params.total_num_steps=10",
+                  "scheduler.params.warmup_max_lr=0.1"})
+            .find("config: scheduler.params.warmup_max_lr: unknown key") == 0);
+  CHECK(error_of({"scheduler.type=WarmupDecayLR", "scheduler.params.total_num_steps=10",
+                  "scheduler.params.cos_min_ratio=0.1"})
+            .find("config: scheduler.params.cos_min_ratio: unknown key for WarmupDecayLR") == 0);
+
+  CHECK(error_of({"scheduler.type=WarmupDecayLR"}) ==
+        "config: scheduler.params.total_num_steps: required key missing (WarmupDecayLR needs it)");
+  CHECK(error_of({"scheduler.type=WarmupCosineLR", "scheduler.params.warmup_num_steps=0"}) ==
+        "config: scheduler.params.total_num_steps: required key missing (WarmupCosineLR needs it)");
+  CHECK(error_of({"scheduler.type=WarmupDecayLR", "scheduler.params.total_num_steps=0",
+                  "scheduler.params.warmup_num_steps=0"}) ==
+        "config: scheduler.params.total_num_steps: must be > 0, got 0");
+  CHECK(error_of({"scheduler.type=WarmupDecayLR", "scheduler.params.total_num_steps=500"}) ==
+        "config: scheduler.params.total_num_steps: 500 must be >= scheduler.params.warmup_num_steps 1000");
+  CHECK(error_of({"scheduler.type=WarmupLR", "scheduler.params.warmup_num_steps=-1"}) ==
+        "config: scheduler.params.warmup_num_steps: must be >= 0, got -1");
+  CHECK(error_of({"scheduler.type=WarmupLR", "scheduler.params.warmup_num_steps=1"}) ==
+        "config: scheduler.params.warmup_num_steps: must not be 1 with warmup_type \"log\" (use 0, >= 2 or \"linear\")");
+  CHECK(error_of({"scheduler.type=WarmupLR", "scheduler.params.warmup_num_steps=1",
+                  "scheduler.params.warmup_type=linear"}) == "(no error)");
+  CHECK(error_of({"scheduler.type=WarmupLR", "scheduler.params.warmup_type=cosine"}) ==
+        "config: scheduler.params.warmup_type: expected \"log\" or \"linear\", got \"cosine\"");
+  CHECK(error_of({"scheduler.type=WarmupLR", "scheduler.params.warmup_max_lr=0"}) ==
+        "config: scheduler.params.warmup_max_lr: must be > 0, got 0");
+  CHECK(error_of({"scheduler.type=WarmupLR", "scheduler.params.warmup_min_lr=-1"}) ==
+        "config: scheduler.params.warmup_min_lr: must be >= 0, got -1");
+  CHECK(error_of({"scheduler.type=WarmupCosineLR", "scheduler.params.total_num_steps=5000",
+                  "scheduler.params.cos_min_ratio=2"}) ==
+        "config: scheduler.params.cos_min_ratio: must be in [0, 1], got 2");
+}
+
+TEST_CASE("check_batch_size") {
+  Config c = zt::parse_config(with({"train_batch_size=32", "train_micro_batch_size_per_gpu=4",
+                                    "gradient_accumulation_steps=2"}));
+  CHECK_THROWS_WITH_AS(zt::check_batch_size(c, 2),
+                       "config: train_batch_size: 32 != train_micro_batch_size_per_gpu 4 * "
+                       "gradient_accumulation_steps 2 * world size 2 = 16",
+                       ConfigError);
+  CHECK_NOTHROW(zt::check_batch_size(c, 4));
+  c.train_batch_size = 0;  // not given: any world size goes
+  CHECK_NOTHROW(zt::check_batch_size(c, 3));
+}
+
+TEST_CASE("overrides") {
+  json j = minimal();
+  zt::apply_override(j, "train.steps=20");
+  CHECK(j["train"]["steps"] == 20);
+  zt::apply_override(j, "optimizer.params.lr=1e-3");
+  CHECK(j["optimizer"]["params"]["lr"] == 1e-3);
+  zt::apply_override(j, "data.train=other/*.bin");  // not JSON: a plain string
+  CHECK(j["data"]["train"] == "other/*.bin");
+  zt::apply_override(j, "data.val=\"123\"");  // JSON string
+  CHECK(j["data"]["val"] == "123");
+  zt::apply_override(j, "data.shuffle=true");
+  CHECK(j["data"]["shuffle"] == true);
+  zt::apply_override(j, "model.init_from=null");
+  CHECK(j["model"]["init_from"].is_null());
+  zt::apply_override(j, "optimizer.params.betas=[0.8, 0.9]");
+  CHECK(j["optimizer"]["params"]["betas"] == json{0.8, 0.9});
+  zt::apply_override(j, "train.metrics=a=b");  // only the first '=' splits
+  CHECK(j["train"]["metrics"] == "a=b");
+  zt::apply_override(j, "train.save_model=");
+  CHECK(j["train"]["save_model"] == "");
+  zt::apply_override(j, "train.steps=30");  // a later one wins
+  const Config c = zt::parse_config(j);
+  CHECK(c.train.steps == 30);
+  CHECK(c.optimizer.lr == 1e-3);
+  CHECK(c.optimizer.beta1 == 0.8);
+  CHECK(c.data.train == "other/*.bin");
+
+  json empty;  // null becomes an object
+  zt::apply_override(empty, "a.b.c=1");
+  CHECK(empty == json::parse(R"({"a": {"b": {"c": 1}}})"));
+
+  CHECK_THROWS_WITH_AS(zt::apply_override(j, "train.steps.x=1"),
+                       "config: train.steps: --set 'train.steps.x=1' needs an object here, found 30", ConfigError);
+  json scalar = 3;
+  CHECK_THROWS_WITH_AS(zt::apply_override(scalar, "a=1"), doctest::Contains("config: top level: "), ConfigError);
+  for (const char* bad : {"xyz", "=5", ".a=1", "a..b=1", "a.=1", ""}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(zt::apply_override(j, bad), ("config: --set '" + std::string(bad) + "': expected dotted.key=value").c_str(),
+                         ConfigError);
+  }
+}
+
+TEST_CASE("load_config") {
+  TempDir dir;
+  const std::string good = dir.write("good.json", kExample);
+  const Config c = zt::load_config(good, {"train.steps=5", "scheduler.type=WarmupLR"});
+  CHECK(c.train.steps == 5);
+  CHECK(c.scheduler.type == "WarmupLR");
+  CHECK(c.model.n_embd == 768);
+
+  const std::string missing = (dir.path / "nope.json").string();
+  CHECK_THROWS_WITH_AS(zt::load_config(missing), ("config: cannot read '" + missing + "': No such file or directory").c_str(),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(zt::load_config(dir.path.string()), doctest::Contains("Is a directory"), ConfigError);
+
+  const std::string bad = dir.write("bad.json", "{\n  \"model\": {\"n_layer\": 12,}\n}\n");
+  try {
+    zt::load_config(bad);
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("config: '" + bad + "' is not valid JSON: ") == 0);
+    CHECK(msg.find("line 2, column 27") != std::string::npos);
+    CHECK(msg.find("[json.exception") == std::string::npos);
+  }
+
+  const std::string dup = dir.write("dup.json", R"({"data": {"train": "a"}, "optimizer": {"params": {"lr": 1, "lr": 2}}})");
+  CHECK_THROWS_WITH_AS(zt::load_config(dup), "config: optimizer.params.lr: duplicate key", ConfigError);
+  const std::string dup_top = dir.write("dup_top.json", R"({"data": {"train": "a"}, "x": [1, {"a": 1}], "data": {}})");
+  CHECK_THROWS_WITH_AS(zt::load_config(dup_top), "config: data: duplicate key", ConfigError);
+
+  // Errors found after loading still name the key, and overrides are checked like the file.
+  CHECK_THROWS_WITH_AS(zt::load_config(good, {"train.stepz=5"}),
+                       "config: train.stepz: unknown key (did you mean 'steps'?)", ConfigError);
+  CHECK_THROWS_WITH_AS(zt::load_config(good, {"oops"}), "config: --set 'oops': expected dotted.key=value", ConfigError);
+}

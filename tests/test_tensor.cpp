@@ -1,0 +1,182 @@
+// Tensor, storage, allocator accounting and the autograd tape (markers, no_grad, accumulation).
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/ops.hpp"
+#include "tensor/allocator.hpp"
+#include "tensor/dtype.hpp"
+#include "tensor/tape.hpp"
+#include "tensor/tensor.hpp"
+
+using namespace zt;
+
+TEST_CASE("dtypes: sizes, names, parsing") {
+  CHECK(dtype_size(DType::f32) == 4);
+  CHECK(dtype_size(DType::bf16) == 2);
+  CHECK(dtype_size(DType::f16) == 2);
+  CHECK(dtype_size(DType::i32) == 4);
+  CHECK(dtype_size(DType::u16) == 2);
+  for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::u16}) CHECK(dtype_from_name(dtype_name(t)) == t);
+  CHECK_THROWS_WITH_AS(dtype_from_name("fp8"), doctest::Contains("unknown dtype 'fp8'"), std::invalid_argument);
+}
+
+TEST_CASE("tensors: views share storage at element offsets") {
+  Tensor flat = Tensor::empty({10});
+  for (int i = 0; i < 10; ++i) flat.data<float>()[i] = static_cast<float>(i);
+  Tensor v = flat.view(4, {2, 3});
+  CHECK(v.same_storage(flat));
+  CHECK(v.offset() == 4);
+  CHECK(v.numel() == 6);
+  CHECK(v.data<float>()[0] == 4.0f);
+  v.data<float>()[5] = -1.0f;
+  CHECK(flat.data<float>()[9] == -1.0f);
+  CHECK(v.view(3, {3}).data<float>()[0] == 7.0f);  // views of views add offsets
+  CHECK_THROWS_AS(flat.view(5, {6}), std::out_of_range);
+  CHECK_THROWS_AS(flat.view(-1, {1}), std::out_of_range);
+  CHECK_THROWS_AS(flat.data<int32_t>(), std::logic_error);
+  CHECK_THROWS_AS(Tensor::empty({-2}), std::invalid_argument);
+  Tensor i = Tensor::zeros({3}, DType::i32);
+  CHECK(i.data<int32_t>()[2] == 0);
+  CHECK(Tensor::empty({4}, DType::bf16).nbytes() == 8);
+}
+
+TEST_CASE("tensors: metadata without data, storage released and materialized again") {
+  Allocator& a = cpu_allocator();
+  const size_t before = a.accounting().snapshot()[MemCategory::communication];
+  Tensor m = Tensor::meta({256, 4}, DType::f32, MemCategory::communication);
+  CHECK(m.defined());
+  CHECK_FALSE(m.has_data());
+  CHECK(m.nbytes() == 4096);
+  CHECK(a.accounting().snapshot()[MemCategory::communication] == before);
+  CHECK_THROWS_AS(m.raw(), std::logic_error);
+
+  Tensor v = m.view(8, {4});  // a view taken before the data exists, as the tape captures them
+  m.storage()->materialize();
+  CHECK(a.accounting().snapshot()[MemCategory::communication] == before + 4096);
+  m.flatten().fill(2.0f);
+  CHECK(v.data<float>()[0] == 2.0f);
+  m.storage()->release();
+  CHECK_FALSE(v.has_data());
+  CHECK(a.accounting().snapshot()[MemCategory::communication] == before);
+  m.storage()->materialize();
+  m.flatten().fill(3.0f);
+  CHECK(v.data<float>()[3] == 3.0f);
+}
+
+TEST_CASE("allocator: per-category current and peak bytes") {
+  MemAccounting& acc = cpu_allocator().accounting();
+  const MemSnapshot s0 = acc.snapshot();
+  acc.reset_peaks();
+  {
+    Tensor p = Tensor::empty({1000}, DType::f32, MemCategory::parameters);
+    Tensor g = Tensor::empty({500}, DType::bf16, MemCategory::gradients);
+    const MemSnapshot s1 = acc.snapshot();
+    CHECK(s1[MemCategory::parameters] == s0[MemCategory::parameters] + 4000);
+    CHECK(s1[MemCategory::gradients] == s0[MemCategory::gradients] + 1000);
+    CHECK(s1.total_current == s0.total_current + 5000);
+    { Tensor tmp = Tensor::empty({2000}, DType::f32, MemCategory::activations); }
+    const MemSnapshot s2 = acc.snapshot();
+    CHECK(s2[MemCategory::activations] == s0[MemCategory::activations]);
+    CHECK(s2.peak_of(MemCategory::activations) == s0[MemCategory::activations] + 8000);
+    CHECK(s2.total_peak == s0.total_current + 5000 + 8000);
+  }
+  const MemSnapshot s3 = acc.snapshot();
+  CHECK(s3.total_current == s0.total_current);
+  CHECK(s3.peak_of(MemCategory::parameters) == s0[MemCategory::parameters] + 4000);
+  acc.reset_peaks();
+  CHECK(acc.snapshot().peak_of(MemCategory::parameters) == s0[MemCategory::parameters]);
+  CHECK(category_name(MemCategory::optimizer) == "optimizer");
+}
+
+namespace {
+// Two units: y = W1 (W0 x); loss = cross-entropy of y. Parameters in flat buffers with gradients.
+struct TwoUnits {
+  Tensor params = Tensor::empty({2 * 16}), grads = Tensor::zeros({2 * 16});
+  Tensor w0 = params.view(0, {4, 4}), w1 = params.view(16, {4, 4});
+  Tensor x = Tensor::empty({2, 4}), targets = Tensor::empty({2}, DType::i32);
+  TwoUnits() {
+    for (int i = 0; i < 32; ++i) params.data<float>()[i] = 0.1f * static_cast<float>((i * 7) % 11) - 0.5f;
+    for (int i = 0; i < 8; ++i) x.data<float>()[i] = 0.3f * static_cast<float>(i % 5) - 0.4f;
+    targets.data<int32_t>()[0] = 1;
+    targets.data<int32_t>()[1] = 3;
+    w0.set_requires_grad(true);
+    w0.bind_grad(grads.view(0, {4, 4}));
+    w1.set_requires_grad(true);
+    w1.bind_grad(grads.view(16, {4, 4}));
+  }
+  Tensor loss(Tape& tape) {
+    tape.begin_unit(0);
+    Tensor h = ops::linear(tape, x, w0, Tensor());
+    tape.end_unit(0);
+    tape.begin_unit(1);
+    Tensor y = ops::linear(tape, h, w1, Tensor());
+    tape.end_unit(1);
+    return ops::cross_entropy(tape, y, targets, 4);
+  }
+  double grad_sum(int unit) const {
+    double s = 0;
+    for (int i = 0; i < 16; ++i) s += std::abs(grads.data<float>()[unit * 16 + i]);
+    return s;
+  }
+};
+}  // namespace
+
+TEST_CASE("tape: unit hooks fire in forward order, then in reverse around each unit's backward") {
+  TwoUnits m;
+  Tape tape;
+  std::vector<std::string> events;
+  tape.set_hooks({[&](int u) { events.push_back("pre_forward" + std::to_string(u)); },
+                  [&](int u) { events.push_back("post_forward" + std::to_string(u)); },
+                  [&](int u) {
+                    // Before unit u's backward its gradients are untouched.
+                    CHECK(m.grad_sum(u) == 0.0);
+                    events.push_back("pre_backward" + std::to_string(u));
+                  },
+                  [&](int u) {
+                    // After it they are complete, and the earlier unit has not started.
+                    CHECK(m.grad_sum(u) > 0.0);
+                    if (u == 1) CHECK(m.grad_sum(0) == 0.0);
+                    events.push_back("post_backward" + std::to_string(u));
+                  }});
+  Tensor loss = m.loss(tape);
+  tape.backward(loss);
+  const std::vector<std::string> want = {"pre_forward0", "post_forward0", "pre_forward1", "post_forward1",
+                                         "pre_backward1", "post_backward1", "pre_backward0", "post_backward0"};
+  CHECK(events == want);
+  CHECK(tape.size() == 0);
+}
+
+TEST_CASE("tape: gradients accumulate into bound buffers across backward passes") {
+  TwoUnits m;
+  Tape tape;
+  tape.backward(m.loss(tape));
+  const std::vector<float> once(m.grads.data<float>(), m.grads.data<float>() + 32);
+  tape.backward(m.loss(tape), 0.5f);  // a second micro-batch, seeded with a different weight
+  for (int i = 0; i < 32; ++i) CHECK(m.grads.data<float>()[i] == doctest::Approx(1.5f * once[i]).epsilon(1e-6));
+}
+
+TEST_CASE("tape: no_grad records nothing; activations and their gradients are freed after backward") {
+  TwoUnits m;
+  Tape tape;
+  MemAccounting& acc = cpu_allocator().accounting();
+  const size_t act0 = acc.snapshot()[MemCategory::activations];
+  {
+    Tape::NoGrad ng(tape);
+    CHECK_FALSE(tape.recording());
+    Tensor loss = m.loss(tape);
+    CHECK(tape.size() == 0);
+    CHECK_FALSE(loss.requires_grad());
+    CHECK_THROWS_AS(tape.backward(loss), std::logic_error);
+  }
+  CHECK(tape.recording());
+  {
+    Tensor loss = m.loss(tape);
+    CHECK(tape.size() == 7);  // 3 ops + 4 markers
+    CHECK(acc.snapshot()[MemCategory::activations] > act0);
+    tape.backward(loss);
+  }
+  CHECK(acc.snapshot()[MemCategory::activations] == act0);
+  CHECK(m.grad_sum(0) > 0.0);
+}

@@ -8,7 +8,11 @@ build=${1:-build}
 shift || true
 threads=$(nproc)
 echo "== ztrain ($threads threads)"
-ours=$("$build/bench/step_gpt2" --threads "$threads" --steps 3 --warmup 1 "$@" | tee /dev/stderr | tail -n 1)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+"$build/bench/step_gpt2" --threads "$threads" --steps 3 --warmup 1 "$@" > "$log"
+cat "$log"
+ours=$(tail -n 1 "$log")
 echo "== PyTorch ($threads threads)"
 theirs=$(/usr/bin/python3 bench/torch_step.py --threads "$threads" --steps 3 --warmup 1 2>/dev/null | tail -n 1)
 echo "$theirs"

@@ -59,6 +59,7 @@ def main():
     ap.add_argument("--padded-vocab", type=int, default=50304)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--max-seq", type=int, default=1024, help="rows of wpe, as in step_gpt2 (max(seq, 1024))")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
@@ -76,8 +77,8 @@ def main():
     print("\n".join(torch.__config__.show().splitlines()[:12]), file=sys.stderr)
 
     B, T = args.batch, args.seq
-    # max_seq_len = T: wpe sized to the benchmarked sequence length.
-    cfg = ref.GPT2Config(max_seq_len=T, vocab_size=args.vocab, num_layers=args.layers,
+    # wpe has max(T, --max-seq) rows, like the C++ benchmark's model, so both count the same N.
+    cfg = ref.GPT2Config(max_seq_len=max(T, args.max_seq), vocab_size=args.vocab, num_layers=args.layers,
                          num_heads=args.heads, channels=args.channels,
                          padded_vocab_size=args.padded_vocab)
     p = gpt2_init(cfg)

@@ -13,20 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "models/gpt2_dims.hpp"
 #include "tensor/tape.hpp"
 #include "tensor/tensor.hpp"
 
 namespace zt {
-
-struct GPT2Dims {
-  int max_seq_len = 1024;
-  int vocab_size = 50257;
-  int padded_vocab_size = 50304;
-  int n_layer = 12;
-  int n_head = 12;
-  int n_embd = 768;
-  bool operator==(const GPT2Dims&) const = default;
-};
 
 struct ParamSpec {
   std::string name;  // llm.c's, e.g. "qkvw"; unique with the layer

@@ -153,10 +153,10 @@ struct Seen {
   bool data_train = false, val_fraction = false, train_batch_size = false, total_num_steps = false;
 };
 
-constexpr std::pair<const char*, int ModelConfig::*> kDims[] = {
-    {"n_layer", &ModelConfig::n_layer},       {"n_head", &ModelConfig::n_head},
-    {"n_embd", &ModelConfig::n_embd},         {"vocab_size", &ModelConfig::vocab_size},
-    {"padded_vocab_size", &ModelConfig::padded_vocab_size}, {"max_seq_len", &ModelConfig::max_seq_len},
+constexpr std::pair<const char*, int GPT2Dims::*> kDims[] = {
+    {"n_layer", &GPT2Dims::n_layer},       {"n_head", &GPT2Dims::n_head},
+    {"n_embd", &GPT2Dims::n_embd},         {"vocab_size", &GPT2Dims::vocab_size},
+    {"padded_vocab_size", &GPT2Dims::padded_vocab_size}, {"max_seq_len", &GPT2Dims::max_seq_len},
 };
 
 void read_model(Section& top, ModelConfig& m) {
@@ -164,7 +164,7 @@ void read_model(Section& top, ModelConfig& m) {
   if (!s) return;
   s->get("arch", m.arch);
   for (const auto& [key, field] : kDims)
-    if (s->get(key, m.*field)) m.given.emplace_back(key);
+    if (s->get(key, m.dims.*field)) m.given.emplace_back(key);
   if (const json* v = s->find("init_from"); v && !v->is_null()) {
     if (!v->is_string()) fail(s->path("init_from"), "expected a string or null, got " + show(*v));
     if (v->get_ref<const std::string&>().empty()) fail(s->path("init_from"), "must be a path or null, got \"\"");
@@ -292,22 +292,22 @@ void check_values(Config& c, const Seen& seen) {
   if (d.format != "llmc" && d.format != "bytes")
     fail("data.format", "expected \"llmc\" or \"bytes\", got " + show(d.format));
   if (d.format == "bytes") {
-    if (given("vocab_size") && m.vocab_size != 256)
-      fail("model.vocab_size", "must be 256 for data.format \"bytes\", got " + show(m.vocab_size));
-    m.vocab_size = 256;
-    if (!given("padded_vocab_size")) m.padded_vocab_size = 256;
+    if (given("vocab_size") && m.dims.vocab_size != 256)
+      fail("model.vocab_size", "must be 256 for data.format \"bytes\", got " + show(m.dims.vocab_size));
+    m.dims.vocab_size = 256;
+    if (!given("padded_vocab_size")) m.dims.padded_vocab_size = 256;
   }
-  for (const auto& [key, field] : kDims) at_least("model." + std::string(key), m.*field, 1);
-  if (known("n_embd") && known("n_head") && m.n_embd % m.n_head != 0)
-    fail("model.n_embd", show(m.n_embd) + " is not divisible by model.n_head " + show(m.n_head));
-  if (known("vocab_size") && known("padded_vocab_size") && m.padded_vocab_size < m.vocab_size)
-    fail("model.padded_vocab_size", show(m.padded_vocab_size) + " must be >= model.vocab_size " + show(m.vocab_size));
+  for (const auto& [key, field] : kDims) at_least("model." + std::string(key), m.dims.*field, 1);
+  if (known("n_embd") && known("n_head") && m.dims.n_embd % m.dims.n_head != 0)
+    fail("model.n_embd", show(m.dims.n_embd) + " is not divisible by model.n_head " + show(m.dims.n_head));
+  if (known("vocab_size") && known("padded_vocab_size") && m.dims.padded_vocab_size < m.dims.vocab_size)
+    fail("model.padded_vocab_size", show(m.dims.padded_vocab_size) + " must be >= model.vocab_size " + show(m.dims.vocab_size));
 
   if (!seen.data_train) fail("data.train", "required key missing");
   if (d.train.empty()) fail("data.train", "must not be empty");
   at_least("data.seq_len", d.seq_len, 1);
-  if (known("max_seq_len") && d.seq_len > m.max_seq_len)
-    fail("data.seq_len", show(d.seq_len) + " must be <= model.max_seq_len " + show(m.max_seq_len));
+  if (known("max_seq_len") && d.seq_len > m.dims.max_seq_len)
+    fail("data.seq_len", show(d.seq_len) + " must be <= model.max_seq_len " + show(m.dims.max_seq_len));
   if (!(d.val_fraction > 0.0 && d.val_fraction <= 0.5))
     fail("data.val_fraction", "must be in (0, 0.5], got " + num(d.val_fraction));
   if (seen.val_fraction && d.format != "bytes")

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/gpt2_dims.hpp"
+
 namespace zt {
 
 // Every configuration problem; what() starts with "config: <dotted.path>: ".
@@ -22,12 +24,7 @@ class ConfigError : public std::runtime_error {
 
 struct ModelConfig {
   std::string arch = "gpt2";
-  int n_layer = 12;
-  int n_head = 12;
-  int n_embd = 768;
-  int vocab_size = 50257;
-  int padded_vocab_size = 50304;
-  int max_seq_len = 1024;
+  GPT2Dims dims;
   std::optional<std::string> init_from;  // llm.c checkpoint; its header gives the dimensions
   // Which of the dimension keys the file (or --set) gave explicitly: with init_from these must
   // agree with the checkpoint, the others are taken from it.

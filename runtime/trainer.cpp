@@ -15,18 +15,17 @@ namespace zt {
 
 GPT2Dims resolve_dims(const Config& cfg) {
   const ModelConfig& m = cfg.model;
-  const GPT2Dims from_config{m.max_seq_len, m.vocab_size, m.padded_vocab_size, m.n_layer, m.n_head, m.n_embd};
-  if (!m.init_from) return from_config;
+  if (!m.init_from) return m.dims;
   const GPT2Dims d = read_llmc_header(*m.init_from);
-  const std::pair<const char*, std::pair<int, int>> dims[] = {
-      {"max_seq_len", {m.max_seq_len, d.max_seq_len}}, {"vocab_size", {m.vocab_size, d.vocab_size}},
-      {"padded_vocab_size", {m.padded_vocab_size, d.padded_vocab_size}}, {"n_layer", {m.n_layer, d.n_layer}},
-      {"n_head", {m.n_head, d.n_head}}, {"n_embd", {m.n_embd, d.n_embd}}};
-  for (const auto& [key, v] : dims)
+  const std::pair<const char*, int GPT2Dims::*> fields[] = {
+      {"max_seq_len", &GPT2Dims::max_seq_len}, {"vocab_size", &GPT2Dims::vocab_size},
+      {"padded_vocab_size", &GPT2Dims::padded_vocab_size}, {"n_layer", &GPT2Dims::n_layer},
+      {"n_head", &GPT2Dims::n_head}, {"n_embd", &GPT2Dims::n_embd}};
+  for (const auto& [key, field] : fields)
     for (const std::string& g : m.given)
-      if (g == key && v.first != v.second)
-        throw ConfigError("config: model." + g + ": " + std::to_string(v.first) + " disagrees with " +
-                          std::to_string(v.second) + " in the checkpoint '" + *m.init_from + "'");
+      if (g == key && m.dims.*field != d.*field)
+        throw ConfigError("config: model." + g + ": " + std::to_string(m.dims.*field) + " disagrees with " +
+                          std::to_string(d.*field) + " in the checkpoint '" + *m.init_from + "'");
   return d;
 }
 

@@ -68,12 +68,12 @@ struct TempDir {
 TEST_CASE("the example config parses into the right values") {
   const Config c = zt::parse_config(json::parse(kExample));
   CHECK(c.model.arch == "gpt2");
-  CHECK(c.model.n_layer == 12);
-  CHECK(c.model.n_head == 12);
-  CHECK(c.model.n_embd == 768);
-  CHECK(c.model.vocab_size == 50257);
-  CHECK(c.model.padded_vocab_size == 50304);
-  CHECK(c.model.max_seq_len == 1024);
+  CHECK(c.model.dims.n_layer == 12);
+  CHECK(c.model.dims.n_head == 12);
+  CHECK(c.model.dims.n_embd == 768);
+  CHECK(c.model.dims.vocab_size == 50257);
+  CHECK(c.model.dims.padded_vocab_size == 50304);
+  CHECK(c.model.dims.max_seq_len == 1024);
   CHECK_FALSE(c.model.init_from.has_value());
   CHECK(c.model.given == std::vector<std::string>{"n_layer", "n_head", "n_embd", "vocab_size",
                                                   "padded_vocab_size", "max_seq_len"});
@@ -105,11 +105,11 @@ TEST_CASE("defaults: only data.train given") {
   const Config c = zt::parse_config(minimal());
   const Config d;  // the header's defaults
   CHECK(c.model.arch == d.model.arch);
-  CHECK(c.model.n_layer == d.model.n_layer);
-  CHECK(c.model.n_embd == d.model.n_embd);
-  CHECK(c.model.vocab_size == 50257);
-  CHECK(c.model.padded_vocab_size == 50304);
-  CHECK(c.model.max_seq_len == 1024);
+  CHECK(c.model.dims.n_layer == d.model.dims.n_layer);
+  CHECK(c.model.dims.n_embd == d.model.dims.n_embd);
+  CHECK(c.model.dims.vocab_size == 50257);
+  CHECK(c.model.dims.padded_vocab_size == 50304);
+  CHECK(c.model.dims.max_seq_len == 1024);
   CHECK(c.model.given.empty());
   CHECK_FALSE(c.model.init_from.has_value());
   CHECK(c.data.format == "llmc");
@@ -287,15 +287,15 @@ TEST_CASE("impossible batch and optimizer values") {
 
 TEST_CASE("bytes format fills in the vocabulary") {
   const Config c = zt::parse_config(with({"data.format=bytes", "data.train=a.txt:b/"}));
-  CHECK(c.model.vocab_size == 256);
-  CHECK(c.model.padded_vocab_size == 256);
+  CHECK(c.model.dims.vocab_size == 256);
+  CHECK(c.model.dims.padded_vocab_size == 256);
   CHECK(c.model.given.empty());  // filled in, not given
   const Config p = zt::parse_config(with({"data.format=bytes", "model.padded_vocab_size=512"}));
-  CHECK(p.model.vocab_size == 256);
-  CHECK(p.model.padded_vocab_size == 512);
+  CHECK(p.model.dims.vocab_size == 256);
+  CHECK(p.model.dims.padded_vocab_size == 512);
   CHECK(p.model.given == std::vector<std::string>{"padded_vocab_size"});
   const Config v = zt::parse_config(with({"data.format=bytes", "model.vocab_size=256"}));
-  CHECK(v.model.padded_vocab_size == 256);
+  CHECK(v.model.dims.padded_vocab_size == 256);
   CHECK(v.model.given == std::vector<std::string>{"vocab_size"});
   CHECK(error_of({"data.format=bytes", "model.vocab_size=50257"}) ==
         "config: model.vocab_size: must be 256 for data.format \"bytes\", got 50257");
@@ -419,7 +419,7 @@ TEST_CASE("load_config") {
   const Config c = zt::load_config(good, {"train.steps=5", "scheduler.type=WarmupLR"});
   CHECK(c.train.steps == 5);
   CHECK(c.scheduler.type == "WarmupLR");
-  CHECK(c.model.n_embd == 768);
+  CHECK(c.model.dims.n_embd == 768);
 
   const std::string missing = (dir.path / "nope.json").string();
   CHECK_THROWS_WITH_AS(zt::load_config(missing), ("config: cannot read '" + missing + "': No such file or directory").c_str(),

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "runtime/data.hpp"
+#include "tests/test_util.hpp"
 
 namespace fs = std::filesystem;
 using zt::DataConfig;
@@ -22,19 +23,7 @@ using zt::Split;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "zt_data_XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using zt::test::TempDir;
 
 void write_text(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());

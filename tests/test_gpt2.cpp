@@ -8,6 +8,7 @@
 #include "runtime/config.hpp"
 #include "runtime/sample.hpp"
 #include "runtime/trainer.hpp"
+#include "tests/model_fixture.hpp"
 #include "tests/test_util.hpp"
 
 using namespace zt;
@@ -15,21 +16,7 @@ using namespace zt;
 namespace {
 const GPT2Dims kTiny{/*maxT*/ 16, /*V*/ 50, /*Vp*/ 64, /*L*/ 3, /*NH*/ 2, /*C*/ 8};
 
-struct Bound {
-  GPT2 gpt;
-  std::vector<Tensor> params;
-  explicit Bound(const GPT2Dims& d) : gpt(d) {
-    for (int u = 0; u < gpt.num_units(); ++u) {
-      params.push_back(Tensor::zeros({gpt.layout()[u].numel}));
-      gpt.bind_unit(u, params.back(), Tensor());
-    }
-  }
-  std::vector<float> all() const {
-    std::vector<float> v;
-    for (const Tensor& p : params) v.insert(v.end(), p.data<float>(), p.data<float>() + p.numel());
-    return v;
-  }
-};
+using Bound = test::BoundGPT2;
 
 double stddev(const float* x, size_t n) {
   double s = 0, s2 = 0;

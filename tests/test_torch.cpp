@@ -10,6 +10,7 @@
 #include "models/gpt2.hpp"
 #include "runtime/data.hpp"
 #include "runtime/trainer.hpp"
+#include "tests/model_fixture.hpp"
 #include "tests/test_util.hpp"
 
 using namespace zt;
@@ -19,17 +20,6 @@ namespace {
 const GPT2Dims kDims{/*maxT*/ 32, /*V*/ 60, /*Vp*/ 64, /*L*/ 2, /*NH*/ 2, /*C*/ 32};
 constexpr int B = 2, T = 16;
 
-struct Model {
-  GPT2 gpt;
-  std::vector<Tensor> params, grads;
-  explicit Model(const GPT2Dims& d) : gpt(d) {
-    for (int u = 0; u < gpt.num_units(); ++u) {
-      params.push_back(Tensor::empty({gpt.layout()[u].numel}));
-      grads.push_back(Tensor::zeros({gpt.layout()[u].numel}));
-      gpt.bind_unit(u, params.back(), grads.back());
-    }
-  }
-};
 
 void write_tokens(const std::string& path, const std::vector<int32_t>& in, const std::vector<int32_t>& tg) {
   std::ofstream f(path, std::ios::binary);
@@ -53,14 +43,22 @@ std::vector<float> torch_reference(const test::TempDir& dir, const std::string& 
   return test::read_floats(out);
 }
 
+// A freshly initialised model, saved where the reference reads it.
+std::string save_initial_model(const test::TempDir& dir, uint64_t seed) {
+  test::BoundGPT2 m(kDims);
+  m.gpt.init(seed);
+  const std::string path = dir / "model.bin";
+  save_llmc_checkpoint(path, m.gpt);
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("tiny GPT-2: loss and every parameter gradient match PyTorch") {
   test::TempDir dir;
-  Model m(kDims);
-  m.gpt.init(7);
-  const std::string ckpt = dir / "model.bin";
-  save_llmc_checkpoint(ckpt, m.gpt);
+  const std::string ckpt = save_initial_model(dir, 7);
+  test::BoundGPT2 m(kDims, true);
+  load_llmc_checkpoint(ckpt, m.gpt);
 
   std::mt19937 gen(3);
   std::vector<int32_t> in(B * T), tg(B * T);
@@ -96,10 +94,7 @@ TEST_CASE("tiny GPT-2: loss and every parameter gradient match PyTorch") {
 
 TEST_CASE("ten AdamW steps through the trainer match torch.optim.AdamW") {
   test::TempDir dir;
-  Model m(kDims);
-  m.gpt.init(11);
-  const std::string ckpt = dir / "model.bin";
-  save_llmc_checkpoint(ckpt, m.gpt);
+  const std::string ckpt = save_initial_model(dir, 11);
 
   // A shard of exactly one batch: the loader wraps to it every step, as the reference reuses it.
   std::mt19937 gen(5);

@@ -1,0 +1,29 @@
+// A GPT-2 whose units are bound to flat buffers owned here, for tests that need a model without
+// a trainer.
+#pragma once
+
+#include <vector>
+
+#include "models/gpt2.hpp"
+
+namespace zt::test {
+
+struct BoundGPT2 {
+  GPT2 gpt;
+  std::vector<Tensor> params, grads;  // grads empty unless asked for
+  explicit BoundGPT2(const GPT2Dims& d, bool with_grads = false) : gpt(d) {
+    for (int u = 0; u < gpt.num_units(); ++u) {
+      params.push_back(Tensor::zeros({gpt.layout()[u].numel}));
+      grads.push_back(with_grads ? Tensor::zeros({gpt.layout()[u].numel}) : Tensor());
+      gpt.bind_unit(u, params.back(), grads.back());
+    }
+  }
+  // Every parameter, unit after unit.
+  std::vector<float> all() const {
+    std::vector<float> v;
+    for (const Tensor& p : params) v.insert(v.end(), p.data<float>(), p.data<float>() + p.numel());
+    return v;
+  }
+};
+
+}  // namespace zt::test

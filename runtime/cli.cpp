@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/process_group.hpp"
 #include "models/gpt2.hpp"
 #include "runtime/config.hpp"
 #include "runtime/sample.hpp"
@@ -54,7 +55,7 @@ long parse_int(const std::string& flag, const std::string& v) {
   return x;
 }
 
-int cmd_train(int argc, char** argv) {
+int cmd_train(int argc, char** argv, ProcessGroup& pg) {
   // The shortcut flags are spelled as the --set they stand for, applied in command-line order.
   const std::map<std::string, std::string> shortcut = {{"--init-from", "model.init_from"}, {"--train-data", "data.train"},
                                                        {"--steps", "train.steps"},        {"--seed", "train.seed"},
@@ -73,8 +74,11 @@ int cmd_train(int argc, char** argv) {
     }
   }
   if (config.empty()) throw UsageError("train needs --config FILE");
-  Trainer trainer(load_config(config, overrides));
-  trainer.run([](const std::string& line) { std::cout << line << std::endl; });
+  Trainer trainer(load_config(config, overrides), pg.world());
+  // Only rank 0 prints progress; every rank would print the same numbers.
+  trainer.run([&](const std::string& line) {
+    if (pg.rank() == 0) std::cout << line << std::endl;
+  });
   return 0;
 }
 
@@ -115,22 +119,33 @@ int cmd_sample(int argc, char** argv) {
 
 int cli_main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "--help" || cmd == "-h") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::cout << "ztrain 0.1.0\n";
+    return 0;
+  }
+  std::unique_ptr<ProcessGroup> pg;
   try {
-    if (cmd == "train") return cmd_train(argc, argv);
+    pg = ProcessGroup::start(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::cerr << "ztrain: error: " << e.what() << std::endl;
+    return 1;
+  }
+  // [Note: failing the job] in comm/process_group.hpp: with several ranks, any error ends them all.
+  const bool several = pg->size() > 1;
+  try {
+    if (cmd == "train") return cmd_train(argc, argv, *pg);
     if (cmd == "sample") return cmd_sample(argc, argv);
-    if (cmd == "--help" || cmd == "-h") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (cmd == "--version") {
-      std::cout << "ztrain 0.1.0\n";
-      return 0;
-    }
     throw UsageError(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
+    if (several) pg->fail(e.what(), 2);
     std::cerr << "ztrain: " << e.what() << "\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {
+    if (several) pg->fail(e.what(), 1);
     std::cerr << "ztrain: error: " << e.what() << std::endl;
     return 1;
   }

@@ -195,6 +195,7 @@ void read_train(Section& top, TrainConfig& t) {
   s->get("val_batches", t.val_batches);
   s->get("save_model", t.save_model);
   s->get("metrics", t.metrics);
+  s->get("comm_timeout_s", t.comm_timeout_s);
   s->done();
 }
 
@@ -317,6 +318,7 @@ void check_values(Config& c, const Seen& seen) {
   const TrainConfig& t = c.train;
   at_least("train.steps", t.steps, 1);
   at_least("train.threads", t.threads, 0);
+  at_least("train.comm_timeout_s", t.comm_timeout_s, 0.0);
   at_least("train.val_interval", t.val_interval, 0);
   if (t.val_interval > 0) at_least("train.val_batches", t.val_batches, 1);
 

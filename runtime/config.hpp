@@ -48,6 +48,8 @@ struct TrainConfig {
   int val_batches = 10;
   std::string save_model;  // llm.c checkpoint written at the end; empty: none
   std::string metrics;     // JSON lines file; empty: none
+  // A collective that does not complete within this many seconds ends the job (0: never).
+  double comm_timeout_s = 300;
 };
 
 struct OptimizerConfig {

@@ -48,10 +48,11 @@ std::string run_banner(const Trainer& t) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "model gpt2: n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), max_seq_len %d, %.2fM parameters\n"
-                "batch: micro %d x accumulation %d, seq_len %d (%d tokens a step); %d threads; %d steps",
+                "batch: micro %d x accumulation %d x %d ranks (%s), seq_len %d (%d tokens a step); %d threads a rank; %d steps",
                 d.n_layer, d.n_head, d.n_embd, d.vocab_size, d.padded_vocab_size, d.max_seq_len,
-                static_cast<double>(gpt2_num_params(d)) / 1e6, c.micro_batch, c.grad_accum, c.data.seq_len,
-                c.micro_batch * c.grad_accum * c.data.seq_len, cpu::num_threads(), c.train.steps);
+                static_cast<double>(gpt2_num_params(d)) / 1e6, c.micro_batch, c.grad_accum, t.comm().size(),
+                std::string(t.comm().backend()).c_str(), c.data.seq_len,
+                c.micro_batch * c.grad_accum * t.comm().size() * c.data.seq_len, cpu::num_threads(), c.train.steps);
   return buf;
 }
 

@@ -29,9 +29,18 @@ GPT2Dims resolve_dims(const Config& cfg) {
   return d;
 }
 
-Trainer::Trainer(const Config& cfg) : cfg_(cfg), B_(cfg.micro_batch), T_(cfg.data.seq_len) {
+Trainer::Trainer(const Config& cfg) : Trainer(cfg, make_self_communicator()) {}
+
+// `own` outlives the delegated constructor, so it is freed even when that one throws.
+Trainer::Trainer(const Config& cfg, std::unique_ptr<Communicator> own) : Trainer(cfg, *own) {
+  own_comm_ = std::move(own);
+}
+
+Trainer::Trainer(const Config& cfg, Communicator& comm)
+    : cfg_(cfg), comm_(comm), B_(cfg.micro_batch), T_(cfg.data.seq_len) {
   cpu::set_num_threads(cfg.train.threads);
-  check_batch_size(cfg_, 1);
+  check_batch_size(cfg_, comm_.size());
+  comm_.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(cfg_.train.comm_timeout_s * 1000.0)));
   const GPT2Dims dims = resolve_dims(cfg_);
   if (T_ > dims.max_seq_len)
     throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +
@@ -53,9 +62,9 @@ Trainer::Trainer(const Config& cfg) : cfg_(cfg), B_(cfg.micro_batch), T_(cfg.dat
   else
     model_->init(cfg_.train.seed);
 
-  train_ = make_loader(cfg_.data, Split::train, B_, T_, 0, 1, cfg_.train.seed);
+  train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
   if (!cfg_.data.val.empty() || cfg_.data.format == "bytes")
-    val_ = make_loader(cfg_.data, Split::val, B_, T_, 0, 1, cfg_.train.seed);
+    val_ = make_loader(cfg_.data, Split::val, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
   if (train_->vocab_limit() > dims.vocab_size && cfg_.data.format == "bytes")
     throw ConfigError("config: model.vocab_size: " + std::to_string(dims.vocab_size) +
                       " is smaller than the byte vocabulary (256)");
@@ -82,6 +91,13 @@ StepStats Trainer::step() {
   }
 
   const auto update_start = clock::now();
+  // Data parallel: every rank averages the gradients, all units' all-reduces in flight together,
+  // so every rank takes the same update.
+  if (comm_.size() > 1) {
+    std::vector<WorkPtr> pending;
+    for (const Unit& u : units_) pending.push_back(comm_.all_reduce_async(u.grads, u.grads, ReduceOp::avg));
+    for (const WorkPtr& w : pending) w->wait();
+  }
   double sq = 0.0;
   for (const Unit& u : units_) sq += cpu::sum_squares(u.grads.data<float>(), static_cast<size_t>(u.grads.numel()));
   const double norm = std::sqrt(sq);
@@ -98,11 +114,11 @@ StepStats Trainer::step() {
 
   StepStats s;
   s.step = steps_done_;
-  s.loss = loss_sum / accum;
+  s.loss = mean_over_ranks(loss_sum / accum);
   s.lr = lr;
   s.grad_norm = norm;
   s.ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
-  const double tokens = static_cast<double>(B_) * T_ * accum;
+  const double tokens = static_cast<double>(B_) * T_ * accum * comm_.size();
   s.tokens_per_s = tokens / (s.ms / 1e3);
   s.tflops = gpt2_flops_per_token(model_->dims(), T_) * tokens / (s.ms / 1e3) / 1e12;
   s.mem = cpu_allocator().accounting().snapshot();
@@ -118,13 +134,22 @@ double Trainer::validate() {
     val_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
     sum += model_->forward(tape_, inputs_, targets_).data<float>()[0];
   }
-  return sum / cfg_.train.val_batches;
+  return mean_over_ranks(sum / cfg_.train.val_batches);
+}
+
+double Trainer::mean_over_ranks(double v) {
+  if (comm_.size() == 1) return v;
+  Tensor t = Tensor::empty({1}, DType::f32, MemCategory::communication);
+  t.data<float>()[0] = static_cast<float>(v);
+  comm_.all_reduce(t, ReduceOp::avg);
+  return t.data<float>()[0];
 }
 
 void Trainer::run(const std::function<void(const std::string&)>& log) {
   const TrainConfig& tc = cfg_.train;
+  const bool lead = comm_.rank() == 0;
   std::unique_ptr<MetricsWriter> metrics;
-  if (!tc.metrics.empty()) metrics = std::make_unique<MetricsWriter>(tc.metrics);
+  if (!tc.metrics.empty() && lead) metrics = std::make_unique<MetricsWriter>(tc.metrics);
   log(run_banner(*this));
   const bool validating = val_ && tc.val_interval > 0;
   if (validating) log(val_line(0, validate()));
@@ -138,7 +163,7 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
       log(val_line(s.step, v));
     }
   }
-  if (!tc.save_model.empty()) {
+  if (!tc.save_model.empty() && lead) {
     save_llmc_checkpoint(tc.save_model, *model_);
     log("saved model to " + tc.save_model);
   }

@@ -1,6 +1,7 @@
-// The single-process trainer: owns the model's flat buffers (one per unit: parameters,
-// gradients, AdamW states), the data loaders and the step loop. The ZeRO engine replaces the
-// buffer ownership with sharded units; the step's shape stays.
+// The trainer: owns the model's flat buffers (one per unit: parameters, gradients, AdamW states),
+// the data loaders and the step loop. Across ranks it is plain data parallelism for now (every
+// rank holds everything, gradients are averaged with all-reduce); the ZeRO engine replaces the
+// buffer ownership with sharded units and keeps the step's shape.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "models/gpt2.hpp"
 #include "runtime/config.hpp"
 #include "runtime/data.hpp"
@@ -35,18 +37,23 @@ GPT2Dims resolve_dims(const Config& cfg);
 
 class Trainer {
  public:
+  // One rank, without MPI.
   explicit Trainer(const Config& cfg);
+  // Rank comm.rank() of comm.size(); every rank constructs its Trainer with the same config.
+  Trainer(const Config& cfg, Communicator& comm);
 
   StepStats step();
   double validate();  // mean loss over data.val_batches validation batches (no gradients)
   bool has_validation() const { return val_ != nullptr; }
   // The whole run: data.steps steps, progress every steps_per_print, validation every
-  // val_interval, metrics lines, final save. `log` receives each printed line.
+  // val_interval, metrics lines, final save. `log` receives each progress line (on every rank:
+  // the caller prints rank 0's); rank 0 alone writes the metrics file and the saved model.
   void run(const std::function<void(const std::string&)>& log);
 
   GPT2& model() { return *model_; }
   const GPT2& model() const { return *model_; }
   const Config& config() const { return cfg_; }
+  const Communicator& comm() const { return comm_; }
   int steps_done() const { return steps_done_; }
   OpProfile& profile() { return profile_; }
   // Summed parameter gradients of the last step, by unit (tests compare them with PyTorch).
@@ -54,11 +61,16 @@ class Trainer {
   const Tensor& unit_params(int u) const { return units_.at(u).params; }
 
  private:
+  Trainer(const Config& cfg, std::unique_ptr<Communicator> own);
+  double mean_over_ranks(double v);
+
   struct Unit {
     Tensor params, grads;
     std::unique_ptr<AdamW> opt;
   };
   Config cfg_;
+  std::unique_ptr<Communicator> own_comm_;  // the Self communicator of the one-rank constructor
+  Communicator& comm_;
   int B_, T_;
   std::unique_ptr<GPT2> model_;
   std::vector<Unit> units_;

@@ -1,0 +1,32 @@
+#include "comm/communicator.hpp"
+
+namespace zt {
+
+std::string_view reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+  }
+  return "?";
+}
+
+void Communicator::check_gather(const char* op, const Tensor& small, const Tensor& large) const {
+  if (!small.defined() || !large.defined()) throw std::invalid_argument(std::string(op) + ": undefined buffer");
+  if (small.dtype() != large.dtype())
+    throw std::invalid_argument(std::string(op) + ": buffers of dtypes " + std::string(dtype_name(small.dtype())) +
+                                " and " + std::string(dtype_name(large.dtype())));
+  if (large.numel() != small.numel() * size())
+    throw std::invalid_argument(std::string(op) + ": the large buffer must hold " + std::to_string(size()) + " x " +
+                                std::to_string(small.numel()) + " elements, not " + std::to_string(large.numel()));
+}
+
+void Communicator::check_same(const char* op, const Tensor& in, const Tensor& out) const {
+  if (!in.defined() || !out.defined()) throw std::invalid_argument(std::string(op) + ": undefined buffer");
+  if (in.dtype() != out.dtype() || in.numel() != out.numel())
+    throw std::invalid_argument(std::string(op) + ": input " + shape_str(in.shape()) + " " +
+                                std::string(dtype_name(in.dtype())) + " and output " + shape_str(out.shape()) + " " +
+                                std::string(dtype_name(out.dtype())) + " differ");
+}
+
+}  // namespace zt

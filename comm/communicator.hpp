@@ -1,0 +1,92 @@
+// Communicator: the collectives every sharded step runs on. Implementations are chosen at run
+// time: SelfCommunicator (one rank, no MPI), MpiCommunicator (host buffers) and NcclCommunicator
+// (device buffers). Buffers are Tensors; counts are in elements of the tensor's dtype.
+//
+// [Note: collective shapes] With n = size() and r = rank():
+//   all_gather(in, out):      in has c elements, out n*c; rank j's input lands at out[j*c, (j+1)*c).
+//                             In place when in is the view out[r*c, (r+1)*c).
+//   reduce_scatter(in, out):  in has n*c elements, out c; out = reduction over ranks of
+//                             in[r*c, (r+1)*c). In place when out is that view of in.
+//   all_reduce(in, out):      same count; in place when in and out are the same memory.
+//   broadcast(buf, root):     root's buf everywhere.
+// Reductions of bf16 and f16 accumulate in f32 and round once, at the end.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "tensor/tensor.hpp"
+
+namespace zt {
+
+enum class ReduceOp { sum, avg, max };
+std::string_view reduce_op_name(ReduceOp op);
+
+// A collective that failed or did not complete in time; what() names the rank and the operation.
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// An operation in flight. wait() returns once it completed (rethrowing its error), or throws
+// CommError when it has not completed within the communicator's timeout; test() never blocks.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  virtual bool test() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Ranks on this host (MPI_COMM_TYPE_SHARED): the device index and the ranks sharing memory.
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  virtual std::string_view backend() const = 0;  // "self", "mpi", "nccl"
+
+  // Asynchronous collectives; many may be outstanding. Buffers must stay alive and untouched
+  // until the Work completes. Operations start in the order they were issued, which must be the
+  // same on every rank.
+  virtual WorkPtr all_gather_async(const Tensor& in, const Tensor& out) = 0;
+  virtual WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
+  virtual WorkPtr all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
+  virtual WorkPtr broadcast_async(const Tensor& buf, int root) = 0;
+  virtual WorkPtr barrier_async() = 0;
+
+  // Blocking forms.
+  void all_gather(const Tensor& in, const Tensor& out) { all_gather_async(in, out)->wait(); }
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) { reduce_scatter_async(in, out, op)->wait(); }
+  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) { all_reduce_async(in, out, op)->wait(); }
+  void all_reduce(const Tensor& buf, ReduceOp op) { all_reduce(buf, buf, op); }
+  void broadcast(const Tensor& buf, int root) { broadcast_async(buf, root)->wait(); }
+  void barrier() { barrier_async()->wait(); }
+
+  // Ranks with the same color form a new communicator, ordered by key then by rank (MPI_Comm_split).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  // How long wait() lets an operation run before it ends the job (0: forever).
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ protected:
+  // Checks the shapes of [Note: collective shapes]; throws std::invalid_argument naming `op`.
+  void check_gather(const char* op, const Tensor& small, const Tensor& large) const;
+  void check_same(const char* op, const Tensor& in, const Tensor& out) const;
+
+ private:
+  std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
+};
+
+// One rank, no MPI: collectives are copies. Lets ztrain run without mpirun and embed in programs
+// that do not use MPI.
+std::unique_ptr<Communicator> make_self_communicator();
+
+}  // namespace zt

@@ -1,0 +1,386 @@
+#include "comm/mpi_communicator.hpp"
+
+// The C API only: the deprecated C++ bindings add nothing and do not build warning-free.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/kernels.hpp"
+
+namespace zt {
+
+namespace {
+
+std::string mpi_error(int rc) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return std::string(msg, static_cast<size_t>(len));
+}
+
+void check(int rc, const std::string& what) {
+  if (rc != MPI_SUCCESS) throw CommError(what + ": " + mpi_error(rc));
+}
+
+// Shared by a Work and the progress thread.
+struct OpState {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  std::string what;  // "all_gather of 4096 bf16", for errors
+  int rank = 0;
+};
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(std::shared_ptr<OpState> s, std::chrono::milliseconds timeout) : s_(std::move(s)), timeout_(timeout) {}
+  void wait() override {
+    std::unique_lock lock(s_->m);
+    auto finished = [&] { return s_->done; };
+    if (timeout_.count() == 0) {
+      s_->cv.wait(lock, finished);
+    } else if (!s_->cv.wait_for(lock, timeout_, finished)) {
+      throw CommError("rank " + std::to_string(s_->rank) + ": " + s_->what + " did not complete within " +
+                      std::to_string(timeout_.count()) + " ms (a rank died, hangs, or issued other collectives)");
+    }
+    if (s_->error) std::rethrow_exception(s_->error);
+  }
+  bool test() override {
+    std::lock_guard lock(s_->m);
+    if (s_->done && s_->error) std::rethrow_exception(s_->error);
+    return s_->done;
+  }
+
+ private:
+  std::shared_ptr<OpState> s_;
+  std::chrono::milliseconds timeout_;
+};
+
+// One collective: `start` issues the MPI call on the progress thread and returns its request
+// (MPI_REQUEST_NULL for work done at once); `finish` runs after completion (casts back, averages).
+struct Op {
+  std::function<MPI_Request()> start;
+  std::function<void()> finish;
+  std::shared_ptr<OpState> state;
+};
+
+// [Note: MPI progress] in mpi_communicator.hpp.
+class ProgressThread {
+ public:
+  ProgressThread() : thread_([this] { loop(); }) {}
+  ~ProgressThread() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void submit(Op op) {
+    {
+      std::lock_guard lock(m_);
+      queued_.push_back(std::move(op));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  static void complete(Op& op, std::exception_ptr error) {
+    if (!error && op.finish) {
+      try {
+        op.finish();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    {
+      std::lock_guard lock(op.state->m);
+      op.state->done = true;
+      op.state->error = error;
+    }
+    op.state->cv.notify_all();
+  }
+
+  void loop() {
+    std::vector<std::pair<Op, MPI_Request>> inflight;
+    for (;;) {
+      std::deque<Op> fresh;
+      {
+        std::unique_lock lock(m_);
+        if (inflight.empty()) cv_.wait(lock, [&] { return stop_ || !queued_.empty(); });
+        // On stop, operations that can never complete (a peer died) are abandoned rather than
+        // waited for: the job is ending anyway.
+        if (stop_ && queued_.empty()) return;
+        fresh.swap(queued_);
+      }
+      for (Op& op : fresh) {
+        try {
+          MPI_Request r = op.start();
+          if (r == MPI_REQUEST_NULL)
+            complete(op, nullptr);
+          else
+            inflight.emplace_back(std::move(op), r);
+        } catch (...) {
+          complete(op, std::current_exception());
+        }
+      }
+      bool progressed = false;
+      for (size_t i = 0; i < inflight.size();) {
+        int flag = 0;
+        const int rc = MPI_Test(&inflight[i].second, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || flag) {
+          complete(inflight[i].first,
+                   rc == MPI_SUCCESS ? nullptr : std::make_exception_ptr(CommError(inflight[i].first.state->what + ": " + mpi_error(rc))));
+          inflight.erase(inflight.begin() + static_cast<long>(i));
+          progressed = true;
+        } else {
+          ++i;
+        }
+      }
+      // Polling drives MPI's progress; yielding keeps it from starving the compute threads.
+      if (!progressed && !inflight.empty()) std::this_thread::yield();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Op> queued_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+MPI_Datatype wire_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::i32: return MPI_INT32_T;
+    case DType::bf16: case DType::f16: case DType::u16: return MPI_UINT16_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+int mpi_count(const char* op, int64_t n) {
+  if (n > INT_MAX) throw std::invalid_argument(std::string(op) + ": " + std::to_string(n) + " elements exceed MPI's int count");
+  return static_cast<int>(n);
+}
+
+// 16-bit floats travel as f32 for reductions: MPI has no bf16 type, and summing in f32 with one
+// rounding at the end is what a user of mixed precision expects (summing in bf16 hop by hop loses
+// the small contributions). These copy between a half tensor and an f32 staging buffer.
+void to_f32(const Tensor& half, float* f) {
+  const auto* h = half.data<uint16_t>();
+  const size_t n = static_cast<size_t>(half.numel());
+  half.dtype() == DType::bf16 ? cpu::bf16_to_f32(f, h, n) : cpu::f16_to_f32(f, h, n);
+}
+void from_f32(const float* f, const Tensor& half) {
+  auto* h = half.data<uint16_t>();
+  const size_t n = static_cast<size_t>(half.numel());
+  half.dtype() == DType::bf16 ? cpu::f32_to_bf16(h, f, n) : cpu::f32_to_f16(h, f, n);
+}
+
+void scale(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    MPI_Comm local;
+    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
+    MPI_Comm_rank(local, &local_rank_);
+    MPI_Comm_size(local, &local_size_);
+    MPI_Comm_free(&local);
+    progress_ = std::make_unique<ProgressThread>();
+  }
+  ~MpiCommunicator() override {
+    progress_.reset();
+    MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  std::string_view backend() const override { return "mpi"; }
+
+  WorkPtr all_gather_async(const Tensor& in, const Tensor& out) override {
+    check_gather("all_gather", in, out);
+    const int c = mpi_count("all_gather", in.numel());
+    const bool in_place = in.same_storage(out) && in.offset() == out.offset() + static_cast<int64_t>(rank_) * c;
+    const MPI_Datatype t = wire_type(in.dtype());
+    return submit("all_gather", in, [=, this] {
+      MPI_Request r;
+      check(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.raw(), c, t, out.raw(), c, t, comm_, &r), "MPI_Iallgather");
+      return r;
+    }, {});
+  }
+
+  WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
+    check_gather("reduce_scatter", out, in);
+    check_reducible("reduce_scatter", in.dtype(), op);
+    const int c = mpi_count("reduce_scatter", out.numel());
+    const float avg = op == ReduceOp::avg ? 1.0f / static_cast<float>(size_) : 1.0f;
+    if (is_half(in.dtype())) {
+      auto stage = std::make_shared<Tensor>(Tensor::empty({in.numel() + c}, DType::f32, MemCategory::communication));
+      return submit("reduce_scatter", out, [=, this] {
+        float* s = stage->data<float>();
+        to_f32(in, s);
+        MPI_Request r;
+        check(MPI_Ireduce_scatter_block(s, s + in.numel(), c, MPI_FLOAT, mpi_op(op), comm_, &r), "MPI_Ireduce_scatter_block");
+        return r;
+      }, [=] {
+        float* res = stage->data<float>() + in.numel();
+        if (avg != 1.0f) scale(res, c, avg);
+        from_f32(res, out);
+      });
+    }
+    const bool in_place = in.same_storage(out) && out.offset() == in.offset() + static_cast<int64_t>(rank_) * c;
+    const MPI_Datatype t = wire_type(in.dtype());
+    return submit("reduce_scatter", out, [=, this] {
+      MPI_Request r;
+      // MPI's in-place form leaves the result at the start of the buffer; finish moves it to this
+      // rank's slice, where the [Note: collective shapes] puts it.
+      check(MPI_Ireduce_scatter_block(in_place ? MPI_IN_PLACE : in.raw(), in_place ? in.raw() : out.raw(), c, t,
+                                      mpi_op(op), comm_, &r),
+            "MPI_Ireduce_scatter_block");
+      return r;
+    }, [=, this] {
+      if (in_place && rank_ != 0 && c) std::memmove(out.raw(), in.raw(), out.nbytes());
+      if (avg != 1.0f) scale(out.data<float>(), c, avg);
+    });
+  }
+
+  WorkPtr all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
+    check_same("all_reduce", in, out);
+    check_reducible("all_reduce", in.dtype(), op);
+    const int n = mpi_count("all_reduce", in.numel());
+    const float avg = op == ReduceOp::avg ? 1.0f / static_cast<float>(size_) : 1.0f;
+    if (is_half(in.dtype())) {
+      auto stage = std::make_shared<Tensor>(Tensor::empty({n}, DType::f32, MemCategory::communication));
+      return submit("all_reduce", in, [=, this] {
+        to_f32(in, stage->data<float>());
+        MPI_Request r;
+        check(MPI_Iallreduce(MPI_IN_PLACE, stage->data<float>(), n, MPI_FLOAT, mpi_op(op), comm_, &r), "MPI_Iallreduce");
+        return r;
+      }, [=] {
+        if (avg != 1.0f) scale(stage->data<float>(), n, avg);
+        from_f32(stage->data<float>(), out);
+      });
+    }
+    const bool in_place = in.same_storage(out) && in.offset() == out.offset();
+    const MPI_Datatype t = wire_type(in.dtype());
+    return submit("all_reduce", in, [=, this] {
+      MPI_Request r;
+      check(MPI_Iallreduce(in_place ? MPI_IN_PLACE : in.raw(), out.raw(), n, t, mpi_op(op), comm_, &r), "MPI_Iallreduce");
+      return r;
+    }, [=] {
+      if (avg != 1.0f) scale(out.data<float>(), n, avg);
+    });
+  }
+
+  WorkPtr broadcast_async(const Tensor& buf, int root) override {
+    if (root < 0 || root >= size_)
+      throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside [0, " + std::to_string(size_) + ")");
+    const int n = mpi_count("broadcast", buf.numel());
+    const MPI_Datatype t = wire_type(buf.dtype());
+    return submit("broadcast", buf, [=, this] {
+      MPI_Request r;
+      check(MPI_Ibcast(buf.raw(), n, t, root, comm_, &r), "MPI_Ibcast");
+      return r;
+    }, {});
+  }
+
+  WorkPtr barrier_async() override {
+    return submit("barrier", Tensor(), [this] {
+      MPI_Request r;
+      check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");
+      return r;
+    }, {});
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    // Through the progress thread, so that it is ordered with the collectives issued before it.
+    MPI_Comm sub = MPI_COMM_NULL;
+    submit("split", Tensor(), [&, this] {
+      check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+      return MPI_REQUEST_NULL;
+    }, {})->wait();
+    return std::make_unique<MpiCommunicator>(sub);
+  }
+
+ private:
+  static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
+
+  static void check_reducible(const char* op, DType t, ReduceOp r) {
+    if (t == DType::u16 || (t == DType::i32 && r == ReduceOp::avg))
+      throw std::invalid_argument(std::string(op) + ": no " + std::string(reduce_op_name(r)) + " reduction of " +
+                                  std::string(dtype_name(t)));
+  }
+
+  WorkPtr submit(const char* name, const Tensor& described, std::function<MPI_Request()> start, std::function<void()> finish) {
+    auto state = std::make_shared<OpState>();
+    state->rank = rank_;
+    state->what = described.defined() ? std::string(name) + " of " + std::to_string(described.numel()) + " " +
+                                            std::string(dtype_name(described.dtype()))
+                                      : std::string(name);
+    progress_->submit({std::move(start), std::move(finish), state});
+    return std::make_shared<MpiWork>(state, timeout());
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::unique_ptr<ProgressThread> progress_;
+};
+
+bool g_owns_mpi = false;
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = 0;
+  if (initialized) {
+    MPI_Query_thread(&provided);  // a host program started MPI; it also ends it
+  } else {
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    g_owns_mpi = true;
+  }
+  // Each communicator's progress thread calls MPI concurrently with the others'.
+  if (provided < MPI_THREAD_MULTIPLE)
+    throw CommError("the MPI library provides thread level " + std::to_string(provided) +
+                    "; ztrain needs MPI_THREAD_MULTIPLE");
+}
+
+MpiSession::~MpiSession() {
+  if (g_owns_mpi) MPI_Finalize();
+  g_owns_mpi = false;
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  MPI_Comm dup;
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
+  return std::make_unique<MpiCommunicator>(dup);
+}
+
+void mpi_abort_job(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace zt

@@ -1,0 +1,33 @@
+// MpiCommunicator: collectives over host buffers on MPI-3 nonblocking collectives.
+//
+// [Note: MPI progress] Open MPI advances a nonblocking collective only inside MPI calls, so an
+// MPI_Iallgather left alone while the caller computes does not move. Every MPI call of a
+// communicator is therefore made by its progress thread: it starts queued operations in issue
+// order and polls the outstanding ones with MPI_Test, sleeping on a condition variable when there
+// is nothing in flight. The caller's thread only enqueues and waits. (Polling from the scheduler
+// instead was measured against this: bench/RESULTS.md.)
+#pragma once
+
+#include <memory>
+
+#include "comm/communicator.hpp"
+
+namespace zt {
+
+// MPI_Init_thread(MPI_THREAD_MULTIPLE) and MPI_Finalize. One per process, before any MPI
+// communicator and outliving them all.
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+};
+
+// Over a duplicate of MPI_COMM_WORLD.
+std::unique_ptr<Communicator> make_mpi_communicator();
+
+// Ends every rank of the job (MPI_Abort on MPI_COMM_WORLD).
+[[noreturn]] void mpi_abort_job(int code);
+
+}  // namespace zt

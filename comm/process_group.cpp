@@ -1,0 +1,70 @@
+#include "comm/process_group.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#ifdef ZT_HAVE_MPI
+#include "comm/mpi_communicator.hpp"
+#endif
+
+namespace zt {
+
+namespace {
+#ifdef ZT_HAVE_MPI
+constexpr bool kBuiltWithMpi = true;
+// MPI's lifetime spans the process group's; held here because ProcessGroup's header does not
+// know MPI.
+std::unique_ptr<MpiSession>& mpi_session() {
+  static std::unique_ptr<MpiSession> s;
+  return s;
+}
+#else
+constexpr bool kBuiltWithMpi = false;
+#endif
+}  // namespace
+
+std::unique_ptr<ProcessGroup> ProcessGroup::start(int* argc, char*** argv, CommBackend backend) {
+  const LaunchInfo launch = detect_launch();
+  bool use_mpi = backend == CommBackend::mpi || (backend == CommBackend::automatic && launch.launcher != "none");
+  if (use_mpi && !kBuiltWithMpi) {
+    if (backend == CommBackend::mpi || launch.size > 1)
+      throw CommError("launched as rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.size) +
+                      " (" + launch.launcher + "), but this ztrain was built without MPI (meson -Dmpi=enabled)");
+    use_mpi = false;  // one rank under a launcher: Self does the job
+  }
+  std::unique_ptr<ProcessGroup> pg(new ProcessGroup());
+#ifdef ZT_HAVE_MPI
+  if (use_mpi) {
+    if (!mpi_session()) mpi_session() = std::make_unique<MpiSession>(argc, argv);
+    pg->world_ = make_mpi_communicator();
+    pg->mpi_ = true;
+    return pg;
+  }
+#endif
+  (void)argc;
+  (void)argv;
+  pg->world_ = make_self_communicator();
+  return pg;
+}
+
+ProcessGroup::~ProcessGroup() {
+  world_.reset();  // its progress thread ends before MPI does
+#ifdef ZT_HAVE_MPI
+  if (mpi_) mpi_session().reset();
+#endif
+}
+
+std::string ProcessGroup::prefix() const { return size() > 1 ? "[rank " + std::to_string(rank()) + "] " : ""; }
+
+void ProcessGroup::log(std::string_view line) const { std::cout << prefix() << line << std::endl; }
+
+void ProcessGroup::fail(std::string_view what, int code) {
+  std::cerr << prefix() << "error: " << what << std::endl;
+#ifdef ZT_HAVE_MPI
+  if (mpi_ && size() > 1) mpi_abort_job(code);
+#endif
+  std::exit(code);
+}
+
+}  // namespace zt

@@ -1,0 +1,56 @@
+// The job's processes: how this process was launched, MPI's lifetime, the world communicator,
+// rank-prefixed logging, and ending the whole job when one rank fails.
+//
+// [Note: failing the job] A rank that throws calls ProcessGroup::fail(): it prints
+// "[rank r] error: ..." to stderr and MPI_Abort()s, and mpirun then ends every other rank, so the
+// job exits non-zero naming the failed rank instead of hanging in the next collective. A rank that
+// dies by a signal is noticed by mpirun itself, which ends the rest. A collective that does not
+// complete within the communicator's timeout throws CommError, which ends the job the same way.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "comm/communicator.hpp"
+
+namespace zt {
+
+// What the launcher told this process through its environment (Open MPI, PMIx, Slurm, MPICH/PMI).
+struct LaunchInfo {
+  int rank = 0, size = 1, local_rank = 0, local_size = 1;
+  std::string launcher = "none";  // "openmpi", "pmix", "slurm", "pmi" or "none"
+};
+LaunchInfo detect_launch();
+
+enum class CommBackend { automatic, self, mpi };
+
+class ProcessGroup {
+ public:
+  // automatic: MPI when the build has it and the process was launched as one of several ranks
+  // (or by mpirun at all), else self. Asking for mpi in a build without it, or being launched as
+  // several ranks without MPI, is an error saying so.
+  static std::unique_ptr<ProcessGroup> start(int* argc, char*** argv, CommBackend backend = CommBackend::automatic);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  Communicator& world() { return *world_; }
+  int rank() const { return world_->rank(); }
+  int size() const { return world_->size(); }
+  bool uses_mpi() const { return mpi_; }
+
+  // "[rank r] " when there are several ranks, "" otherwise.
+  std::string prefix() const;
+  void log(std::string_view line) const;  // stdout, with the prefix
+
+  // [Note: failing the job] Never returns: several ranks abort the job, one rank exits(code).
+  [[noreturn]] void fail(std::string_view what, int code = 1);
+
+ private:
+  ProcessGroup() = default;
+  std::unique_ptr<Communicator> world_;
+  bool mpi_ = false;
+};
+
+}  // namespace zt

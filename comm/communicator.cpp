@@ -29,4 +29,10 @@ void Communicator::check_same(const char* op, const Tensor& in, const Tensor& ou
                                 std::string(dtype_name(out.dtype())) + " differ");
 }
 
+void Communicator::check_reducible(const char* op, DType t, ReduceOp r) {
+  if (t == DType::u16 || (t == DType::i32 && r == ReduceOp::avg))
+    throw std::invalid_argument(std::string(op) + ": no " + std::string(reduce_op_name(r)) + " reduction of " +
+                                std::string(dtype_name(t)));
+}
+
 }  // namespace zt

@@ -80,6 +80,8 @@ class Communicator {
   // Checks the shapes of [Note: collective shapes]; throws std::invalid_argument naming `op`.
   void check_gather(const char* op, const Tensor& small, const Tensor& large) const;
   void check_same(const char* op, const Tensor& in, const Tensor& out) const;
+  // Reductions exist for f32, bf16, f16 and i32 (no avg of i32), on every backend alike.
+  static void check_reducible(const char* op, DType t, ReduceOp r);
 
  private:
   std::chrono::milliseconds timeout_{std::chrono::minutes(5)};

@@ -16,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu/kernels.hpp"
 
 namespace zt {
 
@@ -79,7 +78,7 @@ struct Op {
 // [Note: MPI progress] in mpi_communicator.hpp.
 class ProgressThread {
  public:
-  ProgressThread() : thread_([this] { loop(); }) {}
+  explicit ProgressThread(int poll_us) : poll_us_(poll_us), thread_([this] { loop(); }) {}
   ~ProgressThread() {
     {
       std::lock_guard lock(m_);
@@ -149,8 +148,13 @@ class ProgressThread {
           ++i;
         }
       }
-      // Polling drives MPI's progress; yielding keeps it from starving the compute threads.
-      if (!progressed && !inflight.empty()) std::this_thread::yield();
+      // Polling drives MPI's progress; pausing keeps it from starving the compute threads.
+      if (!progressed && !inflight.empty()) {
+        if (poll_us_ > 0)
+          std::this_thread::sleep_for(std::chrono::microseconds(poll_us_));
+        else
+          std::this_thread::yield();
+      }
     }
   }
 
@@ -158,6 +162,7 @@ class ProgressThread {
   std::condition_variable cv_;
   std::deque<Op> queued_;
   bool stop_ = false;
+  int poll_us_;
   std::thread thread_;
 };
 
@@ -179,20 +184,30 @@ int mpi_count(const char* op, int64_t n) {
 
 // 16-bit floats travel as f32 for reductions: MPI has no bf16 type, and summing in f32 with one
 // rounding at the end is what a user of mixed precision expects (summing in bf16 hop by hop loses
-// the small contributions). These copy between a half tensor and an f32 staging buffer.
+// the small contributions). These copy between a half tensor and an f32 staging buffer. They run
+// on the progress thread, serially: an OpenMP team started from that thread would be a second
+// pool of threads fighting the compute threads for the cores.
 void to_f32(const Tensor& half, float* f) {
   const auto* h = half.data<uint16_t>();
-  const size_t n = static_cast<size_t>(half.numel());
-  half.dtype() == DType::bf16 ? cpu::bf16_to_f32(f, h, n) : cpu::f16_to_f32(f, h, n);
+  const int64_t n = half.numel();
+  if (half.dtype() == DType::bf16)
+    for (int64_t i = 0; i < n; ++i) f[i] = bf16_to_f32(h[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) f[i] = f16_to_f32(h[i]);
 }
 void from_f32(const float* f, const Tensor& half) {
   auto* h = half.data<uint16_t>();
-  const size_t n = static_cast<size_t>(half.numel());
-  half.dtype() == DType::bf16 ? cpu::f32_to_bf16(h, f, n) : cpu::f32_to_f16(h, f, n);
+  const int64_t n = half.numel();
+  if (half.dtype() == DType::bf16)
+    for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(f[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) h[i] = f32_to_f16(f[i]);
 }
 
-void scale(float* x, int64_t n, float s) {
-  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+// Division, not multiplication by 1/n: sum/n is the correctly rounded mean, x * (1/n) can be an
+// ulp off.
+void divide(float* x, int64_t n, float d) {
+  for (int64_t i = 0; i < n; ++i) x[i] /= d;
 }
 
 class MpiCommunicator final : public Communicator {
@@ -205,7 +220,8 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_rank(local, &local_rank_);
     MPI_Comm_size(local, &local_size_);
     MPI_Comm_free(&local);
-    progress_ = std::make_unique<ProgressThread>();
+    const char* poll = std::getenv("ZT_MPI_POLL_US");
+    progress_ = std::make_unique<ProgressThread>(poll ? std::atoi(poll) : 0);
   }
   ~MpiCommunicator() override {
     progress_.reset();
@@ -234,7 +250,8 @@ class MpiCommunicator final : public Communicator {
     check_gather("reduce_scatter", out, in);
     check_reducible("reduce_scatter", in.dtype(), op);
     const int c = mpi_count("reduce_scatter", out.numel());
-    const float avg = op == ReduceOp::avg ? 1.0f / static_cast<float>(size_) : 1.0f;
+    const bool avg = op == ReduceOp::avg;
+    const auto n_ranks = static_cast<float>(size_);
     if (is_half(in.dtype())) {
       auto stage = std::make_shared<Tensor>(Tensor::empty({in.numel() + c}, DType::f32, MemCategory::communication));
       return submit("reduce_scatter", out, [=, this] {
@@ -245,7 +262,7 @@ class MpiCommunicator final : public Communicator {
         return r;
       }, [=] {
         float* res = stage->data<float>() + in.numel();
-        if (avg != 1.0f) scale(res, c, avg);
+        if (avg) divide(res, c, n_ranks);
         from_f32(res, out);
       });
     }
@@ -261,7 +278,7 @@ class MpiCommunicator final : public Communicator {
       return r;
     }, [=, this] {
       if (in_place && rank_ != 0 && c) std::memmove(out.raw(), in.raw(), out.nbytes());
-      if (avg != 1.0f) scale(out.data<float>(), c, avg);
+      if (avg) divide(out.data<float>(), c, n_ranks);
     });
   }
 
@@ -269,7 +286,8 @@ class MpiCommunicator final : public Communicator {
     check_same("all_reduce", in, out);
     check_reducible("all_reduce", in.dtype(), op);
     const int n = mpi_count("all_reduce", in.numel());
-    const float avg = op == ReduceOp::avg ? 1.0f / static_cast<float>(size_) : 1.0f;
+    const bool avg = op == ReduceOp::avg;
+    const auto n_ranks = static_cast<float>(size_);
     if (is_half(in.dtype())) {
       auto stage = std::make_shared<Tensor>(Tensor::empty({n}, DType::f32, MemCategory::communication));
       return submit("all_reduce", in, [=, this] {
@@ -278,7 +296,7 @@ class MpiCommunicator final : public Communicator {
         check(MPI_Iallreduce(MPI_IN_PLACE, stage->data<float>(), n, MPI_FLOAT, mpi_op(op), comm_, &r), "MPI_Iallreduce");
         return r;
       }, [=] {
-        if (avg != 1.0f) scale(stage->data<float>(), n, avg);
+        if (avg) divide(stage->data<float>(), n, n_ranks);
         from_f32(stage->data<float>(), out);
       });
     }
@@ -289,7 +307,7 @@ class MpiCommunicator final : public Communicator {
       check(MPI_Iallreduce(in_place ? MPI_IN_PLACE : in.raw(), out.raw(), n, t, mpi_op(op), comm_, &r), "MPI_Iallreduce");
       return r;
     }, [=] {
-      if (avg != 1.0f) scale(out.data<float>(), n, avg);
+      if (avg) divide(out.data<float>(), n, n_ranks);
     });
   }
 
@@ -315,22 +333,18 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     // Through the progress thread, so that it is ordered with the collectives issued before it.
-    MPI_Comm sub = MPI_COMM_NULL;
-    submit("split", Tensor(), [&, this] {
-      check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    // The result lives in shared state: if the wait times out, the progress thread may still
+    // write it after this frame is gone.
+    auto sub = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+    submit("split", Tensor(), [sub, color, key, this] {
+      check(MPI_Comm_split(comm_, color, key, sub.get()), "MPI_Comm_split");
       return MPI_REQUEST_NULL;
     }, {})->wait();
-    return std::make_unique<MpiCommunicator>(sub);
+    return std::make_unique<MpiCommunicator>(*sub);
   }
 
  private:
   static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
-
-  static void check_reducible(const char* op, DType t, ReduceOp r) {
-    if (t == DType::u16 || (t == DType::i32 && r == ReduceOp::avg))
-      throw std::invalid_argument(std::string(op) + ": no " + std::string(reduce_op_name(r)) + " reduction of " +
-                                  std::string(dtype_name(t)));
-  }
 
   WorkPtr submit(const char* name, const Tensor& described, std::function<MPI_Request()> start, std::function<void()> finish) {
     auto state = std::make_shared<OpState>();

@@ -30,13 +30,15 @@ class SelfCommunicator final : public Communicator {
     copy(in, out);
     return done();
   }
-  WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp) override {
+  WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
     check_gather("reduce_scatter", out, in);
+    check_reducible("reduce_scatter", in.dtype(), op);
     copy(in, out);
     return done();
   }
-  WorkPtr all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp) override {
+  WorkPtr all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
     check_same("all_reduce", in, out);
+    check_reducible("all_reduce", in.dtype(), op);
     copy(in, out);
     return done();
   }

@@ -63,6 +63,13 @@ void* Tensor::raw() const {
   return static_cast<char*>(storage_->data()) + offset_ * dtype_size(dtype_);
 }
 
+void* Tensor::device_ptr() const {
+  if (!storage_) throw std::logic_error("access to an undefined tensor");
+  if (!storage_->materialized())
+    throw std::logic_error("access to tensor " + shape_str(shape_) + " whose storage holds no data");
+  return static_cast<char*>(storage_->data()) + offset_ * dtype_size(dtype_);
+}
+
 Tensor Tensor::view(int64_t elem_offset, const Shape& shape) const {
   if (!storage_) throw std::logic_error("view of an undefined tensor");
   const int64_t n = shape_numel(shape);

@@ -77,6 +77,8 @@ class Tensor {
   bool same_storage(const Tensor& o) const { return storage_ == o.storage_; }
 
   void* raw() const;  // throws if there is no data
+  // raw() without the host check: the address of device memory, for handing to CUDA libraries.
+  void* device_ptr() const;
   template <class T> T* data() const;
 
   // A view of `shape` starting `elem_offset` elements into this tensor (same storage, same dtype).

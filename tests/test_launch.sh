@@ -1,0 +1,46 @@
+#!/bin/sh
+# ztrain under mpirun: two ranks with micro-batch 4 train exactly as one rank with micro-batch 8
+# (same global batch), only rank 0 prints progress, and an error ends the whole job naming a rank.
+# usage: test_launch.sh MPIRUN ZTRAIN
+set -u
+mpirun=$1 ztrain=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+launch() { timeout 120 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none "$@"; }
+
+cat > "$dir/c.json" <<JSON
+{"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "max_seq_len": 32},
+ "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 32},
+ "train": {"steps": 8, "threads": 1, "val_interval": 4, "val_batches": 2},
+ "train_micro_batch_size_per_gpu": 4, "steps_per_print": 1,
+ "optimizer": {"params": {"lr": 0.002}}}
+JSON
+
+launch -np 2 "$ztrain" train --config "$dir/c.json" --metrics "$dir/np2.jsonl" > "$dir/np2.out" 2>&1 ||
+  fail "np=2 run failed: $(cat "$dir/np2.out")"
+"$ztrain" train --config "$dir/c.json" --set train_micro_batch_size_per_gpu=8 --metrics "$dir/np1.jsonl" \
+  > "$dir/np1.out" 2>&1 || fail "np=1 run failed: $(cat "$dir/np1.out")"
+
+python3 - "$dir/np1.jsonl" "$dir/np2.jsonl" <<'PY' || fail "losses of np=2 differ from np=1"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == len(b) == 8 + 2, (len(a), len(b))
+for x, y in zip(a, b):
+    for k in ("loss", "val_loss", "grad_norm"):
+        if k in x:
+            assert abs(x[k] - y[k]) <= 1e-5 * abs(x[k]), (k, x, y)
+print("np=2 matches np=1 on", len(a), "lines")
+PY
+[ "$(grep -c '^step .*/8 |' "$dir/np2.out")" -eq 8 ] || fail "expected 8 progress lines (rank 0 only): $(cat "$dir/np2.out")"
+grep -q "2 ranks (mpi)" "$dir/np2.out" || fail "banner does not show 2 MPI ranks: $(cat "$dir/np2.out")"
+
+# A batch-size mismatch every rank sees: the job ends non-zero, naming the rank and the numbers.
+launch -np 2 "$ztrain" train --config "$dir/c.json" --set train_batch_size=4 > "$dir/bad.out" 2>&1 &&
+  fail "mismatched train_batch_size should fail"
+grep -q "\[rank [01]\] error: config: train_batch_size: 4 != " "$dir/bad.out" ||
+  fail "no rank-prefixed batch-size error: $(cat "$dir/bad.out")"
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "launch checks passed"

@@ -43,7 +43,7 @@ struct DataConfig {
 struct TrainConfig {
   int steps = 1000;
   uint64_t seed = 1337;
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: the host's cores shared among its ranks
   int val_interval = 100;  // 0: never
   int val_batches = 10;
   std::string save_model;  // llm.c checkpoint written at the end; empty: none

@@ -1,5 +1,8 @@
 #include "runtime/trainer.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,7 +41,9 @@ Trainer::Trainer(const Config& cfg, std::unique_ptr<Communicator> own) : Trainer
 
 Trainer::Trainer(const Config& cfg, Communicator& comm)
     : cfg_(cfg), comm_(comm), B_(cfg.micro_batch), T_(cfg.data.seq_len) {
-  cpu::set_num_threads(cfg.train.threads);
+  // threads = 0 shares the host's cores among the ranks on it: oversubscribed OpenMP teams spin
+  // at their barriers and run many times slower.
+  cpu::set_num_threads(cfg.train.threads ? cfg.train.threads : std::max(1, omp_get_num_procs() / comm_.local_size()));
   check_batch_size(cfg_, comm_.size());
   comm_.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(cfg_.train.comm_timeout_s * 1000.0)));
   const GPT2Dims dims = resolve_dims(cfg_);

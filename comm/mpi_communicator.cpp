@@ -364,8 +364,11 @@ class MpiCommunicator final : public Communicator {
       if (c && out != in) std::memmove(out, in, static_cast<size_t>(c) * sizeof(float));
       return;
     }
-    Tensor bufs = Tensor::empty({2 * static_cast<int64_t>(c)}, DType::f32, MemCategory::communication);
-    float* cur = bufs.data<float>();
+    // Kept between calls (only the progress thread uses it): fresh pages for every operation cost
+    // as much as the transfer itself.
+    if (ring_buf_.numel() < 2 * static_cast<int64_t>(c))
+      ring_buf_ = Tensor::empty({2 * static_cast<int64_t>(c)}, DType::f32, MemCategory::communication);
+    float* cur = ring_buf_.data<float>();
     float* tmp = cur + c;
     const int right = (r + 1) % n, left = (r + n - 1) % n;
     std::memcpy(cur, in + static_cast<size_t>(left) * c, static_cast<size_t>(c) * sizeof(float));
@@ -383,6 +386,7 @@ class MpiCommunicator final : public Communicator {
     std::memcpy(out, cur, static_cast<size_t>(c) * sizeof(float));
   }
   static constexpr int kRingTag = 7301;
+  Tensor ring_buf_;
 
   WorkPtr submit(const char* name, const Tensor& described, std::function<MPI_Request()> start, std::function<void()> finish) {
     auto state = std::make_shared<OpState>();

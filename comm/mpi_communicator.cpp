@@ -43,57 +43,45 @@ struct OpState {
   int rank = 0;
 };
 
-class MpiWork final : public Work {
- public:
-  MpiWork(std::shared_ptr<OpState> s, std::chrono::milliseconds timeout) : s_(std::move(s)), timeout_(timeout) {}
-  void wait() override {
-    std::unique_lock lock(s_->m);
-    auto finished = [&] { return s_->done; };
-    if (timeout_.count() == 0) {
-      s_->cv.wait(lock, finished);
-    } else if (!s_->cv.wait_for(lock, timeout_, finished)) {
-      throw CommError("rank " + std::to_string(s_->rank) + ": " + s_->what + " did not complete within " +
-                      std::to_string(timeout_.count()) + " ms (a rank died, hangs, or issued other collectives)");
-    }
-    if (s_->error) std::rethrow_exception(s_->error);
-  }
-  bool test() override {
-    std::lock_guard lock(s_->m);
-    if (s_->done && s_->error) std::rethrow_exception(s_->error);
-    return s_->done;
-  }
-
- private:
-  std::shared_ptr<OpState> s_;
-  std::chrono::milliseconds timeout_;
-};
-
-// One collective: `start` issues the MPI call on the progress thread and returns its request
-// (MPI_REQUEST_NULL for work done at once); `finish` runs after completion (casts back, averages).
+// One collective: `start` issues the MPI call and returns its request (MPI_REQUEST_NULL for work
+// done at once); `finish` runs after completion (casts back, averages).
 struct Op {
   std::function<MPI_Request()> start;
   std::function<void()> finish;
   std::shared_ptr<OpState> state;
 };
 
-// [Note: MPI progress] in mpi_communicator.hpp.
-class ProgressThread {
+// [Note: MPI progress] in mpi_communicator.hpp. In the threaded mode a thread of its own drives
+// MPI; in the polled mode whoever waits on a Work (or calls poll()) does, and nothing moves
+// between those calls.
+class Progress {
  public:
-  explicit ProgressThread(int poll_us) : poll_us_(poll_us), thread_([this] { loop(); }) {}
-  ~ProgressThread() {
+  Progress(bool threaded, int poll_us) : poll_us_(poll_us) {
+    if (threaded) thread_ = std::thread([this] { loop(); });
+  }
+  ~Progress() {
     {
       std::lock_guard lock(m_);
       stop_ = true;
     }
     cv_.notify_one();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
+  bool threaded() const { return thread_.joinable(); }
+
   void submit(Op op) {
     {
       std::lock_guard lock(m_);
       queued_.push_back(std::move(op));
     }
     cv_.notify_one();
+    if (!threaded()) poll();  // start it now, in issue order
+  }
+
+  // One round in the polled mode: start what was queued, test what is in flight.
+  void poll() {
+    std::lock_guard lock(drive_m_);
+    drive();
   }
 
  private:
@@ -113,44 +101,54 @@ class ProgressThread {
     op.state->cv.notify_all();
   }
 
+  // Returns whether anything completed.
+  bool drive() {
+    std::deque<Op> fresh;
+    {
+      std::lock_guard lock(m_);
+      fresh.swap(queued_);
+    }
+    bool progressed = false;
+    for (Op& op : fresh) {
+      try {
+        MPI_Request r = op.start();
+        if (r == MPI_REQUEST_NULL) {
+          complete(op, nullptr);
+          progressed = true;
+        } else {
+          inflight_.emplace_back(std::move(op), r);
+        }
+      } catch (...) {
+        complete(op, std::current_exception());
+        progressed = true;
+      }
+    }
+    for (size_t i = 0; i < inflight_.size();) {
+      int flag = 0;
+      const int rc = MPI_Test(&inflight_[i].second, &flag, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS || flag) {
+        Op& op = inflight_[i].first;
+        complete(op, rc == MPI_SUCCESS ? nullptr : std::make_exception_ptr(CommError(op.state->what + ": " + mpi_error(rc))));
+        inflight_.erase(inflight_.begin() + static_cast<long>(i));
+        progressed = true;
+      } else {
+        ++i;
+      }
+    }
+    return progressed;
+  }
+
   void loop() {
-    std::vector<std::pair<Op, MPI_Request>> inflight;
     for (;;) {
-      std::deque<Op> fresh;
       {
         std::unique_lock lock(m_);
-        if (inflight.empty()) cv_.wait(lock, [&] { return stop_ || !queued_.empty(); });
+        if (inflight_.empty()) cv_.wait(lock, [&] { return stop_ || !queued_.empty(); });
         // On stop, operations that can never complete (a peer died) are abandoned rather than
         // waited for: the job is ending anyway.
         if (stop_ && queued_.empty()) return;
-        fresh.swap(queued_);
-      }
-      for (Op& op : fresh) {
-        try {
-          MPI_Request r = op.start();
-          if (r == MPI_REQUEST_NULL)
-            complete(op, nullptr);
-          else
-            inflight.emplace_back(std::move(op), r);
-        } catch (...) {
-          complete(op, std::current_exception());
-        }
-      }
-      bool progressed = false;
-      for (size_t i = 0; i < inflight.size();) {
-        int flag = 0;
-        const int rc = MPI_Test(&inflight[i].second, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS || flag) {
-          complete(inflight[i].first,
-                   rc == MPI_SUCCESS ? nullptr : std::make_exception_ptr(CommError(inflight[i].first.state->what + ": " + mpi_error(rc))));
-          inflight.erase(inflight.begin() + static_cast<long>(i));
-          progressed = true;
-        } else {
-          ++i;
-        }
       }
       // Polling drives MPI's progress; pausing keeps it from starving the compute threads.
-      if (!progressed && !inflight.empty()) {
+      if (!drive() && !inflight_.empty()) {
         if (poll_us_ > 0)
           std::this_thread::sleep_for(std::chrono::microseconds(poll_us_));
         else
@@ -159,12 +157,58 @@ class ProgressThread {
     }
   }
 
-  std::mutex m_;
+  std::mutex m_;  // queued_, stop_
   std::condition_variable cv_;
   std::deque<Op> queued_;
   bool stop_ = false;
+  std::mutex drive_m_;  // the polled mode's callers take turns at drive()
+  std::vector<std::pair<Op, MPI_Request>> inflight_;  // only the driving thread touches it
   int poll_us_;
   std::thread thread_;
+};
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(std::shared_ptr<OpState> s, std::shared_ptr<Progress> p, std::chrono::milliseconds timeout)
+      : s_(std::move(s)), progress_(std::move(p)), timeout_(timeout) {}
+  void wait() override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    auto finished = [&] { return s_->done; };
+    if (progress_->threaded()) {
+      std::unique_lock lock(s_->m);
+      if (timeout_.count() == 0)
+        s_->cv.wait(lock, finished);
+      else if (!s_->cv.wait_until(lock, deadline, finished))
+        timed_out();
+    } else {
+      for (;;) {
+        progress_->poll();
+        {
+          std::lock_guard lock(s_->m);
+          if (s_->done) break;
+        }
+        if (timeout_.count() && std::chrono::steady_clock::now() > deadline) timed_out();
+        std::this_thread::yield();
+      }
+    }
+    std::lock_guard lock(s_->m);
+    if (s_->error) std::rethrow_exception(s_->error);
+  }
+  bool test() override {
+    if (!progress_->threaded()) progress_->poll();
+    std::lock_guard lock(s_->m);
+    if (s_->done && s_->error) std::rethrow_exception(s_->error);
+    return s_->done;
+  }
+
+ private:
+  [[noreturn]] void timed_out() const {
+    throw CommError("rank " + std::to_string(s_->rank) + ": " + s_->what + " did not complete within " +
+                    std::to_string(timeout_.count()) + " ms (a rank died, hangs, or issued other collectives)");
+  }
+  std::shared_ptr<OpState> s_;
+  std::shared_ptr<Progress> progress_;
+  std::chrono::milliseconds timeout_;
 };
 
 MPI_Datatype wire_type(DType t) {
@@ -250,8 +294,9 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_rank(local, &local_rank_);
     MPI_Comm_size(local, &local_size_);
     MPI_Comm_free(&local);
-    const char* poll = std::getenv("ZT_MPI_POLL_US");
-    progress_ = std::make_unique<ProgressThread>(poll ? std::atoi(poll) : 0);
+    const char* mode = std::getenv("ZT_MPI_PROGRESS");
+    const char* pause = std::getenv("ZT_MPI_POLL_US");
+    progress_ = std::make_shared<Progress>(!(mode && std::string(mode) == "poll"), pause ? std::atoi(pause) : 0);
   }
   ~MpiCommunicator() override {
     progress_.reset();
@@ -427,7 +472,7 @@ class MpiCommunicator final : public Communicator {
                                             std::string(dtype_name(described.dtype()))
                                       : std::string(name);
     progress_->submit({std::move(start), std::move(finish), state});
-    return std::make_shared<MpiWork>(state, timeout());
+    return std::make_shared<MpiWork>(state, progress_, timeout());
   }
 
   MPI_Comm comm_;
@@ -435,7 +480,7 @@ class MpiCommunicator final : public Communicator {
   // Each handed-out buffer holds the pool, so a buffer that outlives the communicator (an
   // abandoned Work) still has somewhere to go back to.
   std::shared_ptr<StagingPool> staging_ = std::make_shared<StagingPool>();
-  std::unique_ptr<ProgressThread> progress_;
+  std::shared_ptr<Progress> progress_;  // shared with the Works, which poll it in the polled mode
 };
 
 bool g_owns_mpi = false;

@@ -5,8 +5,10 @@
 // communicator is therefore made by its progress thread: it starts queued operations in issue
 // order and polls the outstanding ones with MPI_Test, sleeping on a condition variable when there
 // is nothing in flight. The caller's thread only enqueues and waits. Between polls it yields, or
-// sleeps ZT_MPI_POLL_US microseconds when that is set (bench/overlap measures the effect; polling
-// from the scheduler instead is not measured yet).
+// sleeps ZT_MPI_POLL_US microseconds when that is set. ZT_MPI_PROGRESS=poll selects the other
+// strategy: no thread, operations start in the caller and move only when a Work is tested or
+// waited on (polling from the scheduler). bench/overlap compares the two (bench/RESULTS.md): on a
+// machine with no idle core, polling from the scheduler hides more.
 #pragma once
 
 #include <memory>

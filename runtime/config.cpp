@@ -153,17 +153,12 @@ struct Seen {
   bool data_train = false, val_fraction = false, train_batch_size = false, total_num_steps = false;
 };
 
-constexpr std::pair<const char*, int GPT2Dims::*> kDims[] = {
-    {"n_layer", &GPT2Dims::n_layer},       {"n_head", &GPT2Dims::n_head},
-    {"n_embd", &GPT2Dims::n_embd},         {"vocab_size", &GPT2Dims::vocab_size},
-    {"padded_vocab_size", &GPT2Dims::padded_vocab_size}, {"max_seq_len", &GPT2Dims::max_seq_len},
-};
 
 void read_model(Section& top, ModelConfig& m) {
   auto s = top.sub("model");
   if (!s) return;
   s->get("arch", m.arch);
-  for (const auto& [key, field] : kDims)
+  for (const auto& [key, field] : kGPT2DimFields)
     if (s->get(key, m.dims.*field)) m.given.emplace_back(key);
   if (const json* v = s->find("init_from"); v && !v->is_null()) {
     if (!v->is_string()) fail(s->path("init_from"), "expected a string or null, got " + show(*v));
@@ -298,7 +293,7 @@ void check_values(Config& c, const Seen& seen) {
     m.dims.vocab_size = 256;
     if (!given("padded_vocab_size")) m.dims.padded_vocab_size = 256;
   }
-  for (const auto& [key, field] : kDims) at_least("model." + std::string(key), m.dims.*field, 1);
+  for (const auto& [key, field] : kGPT2DimFields) at_least("model." + std::string(key), m.dims.*field, 1);
   if (known("n_embd") && known("n_head") && m.dims.n_embd % m.dims.n_head != 0)
     fail("model.n_embd", show(m.dims.n_embd) + " is not divisible by model.n_head " + show(m.dims.n_head));
   if (known("vocab_size") && known("padded_vocab_size") && m.dims.padded_vocab_size < m.dims.vocab_size)

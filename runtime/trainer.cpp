@@ -20,11 +20,7 @@ GPT2Dims resolve_dims(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   if (!m.init_from) return m.dims;
   const GPT2Dims d = read_llmc_header(*m.init_from);
-  const std::pair<const char*, int GPT2Dims::*> fields[] = {
-      {"max_seq_len", &GPT2Dims::max_seq_len}, {"vocab_size", &GPT2Dims::vocab_size},
-      {"padded_vocab_size", &GPT2Dims::padded_vocab_size}, {"n_layer", &GPT2Dims::n_layer},
-      {"n_head", &GPT2Dims::n_head}, {"n_embd", &GPT2Dims::n_embd}};
-  for (const auto& [key, field] : fields)
+  for (const auto& [key, field] : kGPT2DimFields)
     for (const std::string& g : m.given)
       if (g == key && m.dims.*field != d.*field)
         throw ConfigError("config: model." + g + ": " + std::to_string(m.dims.*field) + " disagrees with " +

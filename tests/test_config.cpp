@@ -1,4 +1,5 @@
 #include "runtime/config.hpp"
+#include "tests/test_util.hpp"
 
 #include <doctest/doctest.h>
 
@@ -47,21 +48,7 @@ const char* kExample = R"({
   "gradient_clipping": 1.0, "steps_per_print": 10
 })";
 
-// A fresh folder under /tmp, removed with everything in it at the end of the test.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ztrain_config_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const auto p = path / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-};
+using zt::test::TempDir;
 
 }  // namespace
 

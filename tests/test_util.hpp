@@ -28,6 +28,12 @@ struct TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   std::string operator/(const std::string& name) const { return (path / name).string(); }
+  // Writes `text` to a file of that name here; returns its path.
+  std::string write(const std::string& name, const std::string& text) const {
+    const auto p = path / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
 };
 
 struct Run {

@@ -23,6 +23,12 @@
 namespace zt {
 
 enum class ReduceOp { sum, avg, max };
+
+// How asynchronous operations move while the caller computes ([Note: MPI progress] in
+// comm/mpi_communicator.hpp): a progress thread of the communicator's own, or the caller's
+// test()/wait() calls. Only MPI has the choice; the others report `thread` (their work moves by
+// itself).
+enum class CommProgress { thread, poll };
 std::string_view reduce_op_name(ReduceOp op);
 
 // A collective that failed or did not complete in time; what() names the rank and the operation.
@@ -38,6 +44,9 @@ class Work {
   virtual ~Work() = default;
   virtual void wait() = 0;
   virtual bool test() = 0;
+  // When the operation completed, where the backend knows (an MPI progress thread sees it
+  // complete before anyone asks); a default time_point where it does not. For traces.
+  virtual std::chrono::steady_clock::time_point completed_at() const { return {}; }
 };
 using WorkPtr = std::shared_ptr<Work>;
 
@@ -71,6 +80,10 @@ class Communicator {
 
   // Ranks with the same color form a new communicator, ordered by key then by rank (MPI_Comm_split).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  virtual CommProgress progress() const { return CommProgress::thread; }
+  // Switches the progress mode; only while no operation is in flight (throws std::logic_error).
+  virtual void set_progress(CommProgress) {}
 
   // How long wait() lets an operation run before it ends the job (0: forever).
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }

@@ -38,6 +38,7 @@ struct OpState {
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
+  std::chrono::steady_clock::time_point done_at;
   std::exception_ptr error;
   std::string what;  // "all_gather of 4096 bf16", for errors
   int rank = 0;
@@ -68,8 +69,11 @@ class Progress {
     if (thread_.joinable()) thread_.join();
   }
   bool threaded() const { return thread_.joinable(); }
+  // Operations submitted and not yet complete.
+  int outstanding() const { return outstanding_.load(); }
 
   void submit(Op op) {
+    ++outstanding_;
     {
       std::lock_guard lock(m_);
       queued_.push_back(std::move(op));
@@ -85,7 +89,8 @@ class Progress {
   }
 
  private:
-  static void complete(Op& op, std::exception_ptr error) {
+  void complete(Op& op, std::exception_ptr error) {
+    --outstanding_;
     if (!error && op.finish) {
       try {
         op.finish();
@@ -96,6 +101,7 @@ class Progress {
     {
       std::lock_guard lock(op.state->m);
       op.state->done = true;
+      op.state->done_at = std::chrono::steady_clock::now();
       op.state->error = error;
     }
     op.state->cv.notify_all();
@@ -164,6 +170,7 @@ class Progress {
   std::mutex drive_m_;  // the polled mode's callers take turns at drive()
   std::vector<std::pair<Op, MPI_Request>> inflight_;  // only the driving thread touches it
   int poll_us_;
+  std::atomic<int> outstanding_{0};
   std::thread thread_;
 };
 
@@ -199,6 +206,10 @@ class MpiWork final : public Work {
     std::lock_guard lock(s_->m);
     if (s_->done && s_->error) std::rethrow_exception(s_->error);
     return s_->done;
+  }
+  std::chrono::steady_clock::time_point completed_at() const override {
+    std::lock_guard lock(s_->m);
+    return s_->done_at;
   }
 
  private:
@@ -296,7 +307,16 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_free(&local);
     const char* mode = std::getenv("ZT_MPI_PROGRESS");
     const char* pause = std::getenv("ZT_MPI_POLL_US");
-    progress_ = std::make_shared<Progress>(!(mode && std::string(mode) == "poll"), pause ? std::atoi(pause) : 0);
+    poll_us_ = pause ? std::atoi(pause) : 0;
+    progress_ = std::make_shared<Progress>(!(mode && std::string(mode) == "poll"), poll_us_);
+  }
+
+  CommProgress progress() const override { return progress_->threaded() ? CommProgress::thread : CommProgress::poll; }
+  void set_progress(CommProgress p) override {
+    if (p == progress()) return;
+    if (progress_->outstanding())
+      throw std::logic_error("set_progress: " + std::to_string(progress_->outstanding()) + " operations in flight");
+    progress_ = std::make_shared<Progress>(p == CommProgress::thread, poll_us_);
   }
   ~MpiCommunicator() override {
     progress_.reset();
@@ -481,6 +501,7 @@ class MpiCommunicator final : public Communicator {
   // abandoned Work) still has somewhere to go back to.
   std::shared_ptr<StagingPool> staging_ = std::make_shared<StagingPool>();
   std::shared_ptr<Progress> progress_;  // shared with the Works, which poll it in the polled mode
+  int poll_us_ = 0;
 };
 
 bool g_owns_mpi = false;

@@ -91,22 +91,31 @@ void GPT2::bind_unit(int u, const Tensor& params, const Tensor& grads) {
 }
 
 void GPT2::init(uint64_t seed) {
+  for (int u = 0; u < num_units(); ++u) init_unit(u, seed);
+}
+
+void GPT2::init_unit(int u, uint64_t seed) {
   const float std_resid = 0.02f / std::sqrt(2.0f * dims_.n_layer);
-  uint64_t index = 0;  // every tensor draws from its own stream, so units can be set up one at a time
-  for (int u = 0; u < num_units(); ++u)
-    for (size_t i = 0; i < layout_[u].params.size(); ++i, ++index) {
-      const ParamSpec& p = layout_[u].params[i];
-      const Tensor& t = bound_.at(u).at(i);
-      if (p.shape.size() == 1) {  // layernorm weights 1; layernorm and linear biases 0
-        t.fill(p.name.starts_with("ln") && p.name.ends_with("w") ? 1.0f : 0.0f);
-        continue;
-      }
-      const bool resid = p.name == "attprojw" || p.name == "fcprojw";
-      int64_t rows = p.shape[0];
-      if (p.name == "wte") rows = dims_.vocab_size;  // padded rows stay zero
-      t.zero();
-      fill_normal(t.data<float>(), static_cast<size_t>(rows * p.shape[1]), resid ? std_resid : 0.02f, seed, index);
+  uint64_t index = 0;  // the stream of the unit's first tensor: tensors are numbered across units
+  for (int v = 0; v < u; ++v) index += layout_[v].params.size();
+  for (size_t i = 0; i < layout_[u].params.size(); ++i, ++index) {
+    const ParamSpec& p = layout_[u].params[i];
+    const Tensor& t = bound_.at(u).at(i);
+    if (p.shape.size() == 1) {  // layernorm weights 1; layernorm and linear biases 0
+      t.fill(p.name.starts_with("ln") && p.name.ends_with("w") ? 1.0f : 0.0f);
+      continue;
     }
+    const bool resid = p.name == "attprojw" || p.name == "fcprojw";
+    int64_t rows = p.shape[0];
+    if (p.name == "wte") rows = dims_.vocab_size;  // padded rows stay zero
+    t.zero();
+    fill_normal(t.data<float>(), static_cast<size_t>(rows * p.shape[1]), resid ? std_resid : 0.02f, seed, index);
+  }
+}
+
+std::vector<int> GPT2::borrowed_units(int u) const {
+  if (u == num_units() - 1) return {0};
+  return {};
 }
 
 Tensor GPT2::hidden(Tape& tape, const Tensor& tokens) {

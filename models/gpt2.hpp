@@ -56,6 +56,14 @@ class GPT2 {
   // GPT-2 initialisation into bound buffers: normal(0, 0.02), residual projections scaled by
   // 1/sqrt(2L), biases 0, layernorm weights 1; the padded vocabulary rows stay 0.
   void init(uint64_t seed);
+  // The same values for one unit alone (every tensor draws from its own stream), so a sharded
+  // engine can initialise unit by unit without holding the whole model.
+  void init_unit(int u, uint64_t seed);
+
+  // Units whose parameters unit u also reads (the tied LM head in the final unit reads unit 0's
+  // wte): the ZeRO engine keeps them gathered while u runs, and their gradients are complete only
+  // after u's backward too.
+  std::vector<int> borrowed_units(int u) const;
 
   // tokens, targets (B,T) i32 -> mean loss (targets == -1 ignored). Records on the tape.
   Tensor forward(Tape& tape, const Tensor& tokens, const Tensor& targets);

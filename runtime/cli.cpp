@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kUsage = R"(usage:
   ztrain train --config FILE [--set dotted.key=value]... [--init-from PATH] [--train-data GLOB]
-               [--steps N] [--seed N] [--metrics FILE]
+               [--steps N] [--seed N] [--metrics FILE] [--trace FILE]
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X] [--seed N]
   ztrain --help | --version
 )";
@@ -59,10 +59,10 @@ int cmd_train(int argc, char** argv, ProcessGroup& pg) {
   // The shortcut flags are spelled as the --set they stand for, applied in command-line order.
   const std::map<std::string, std::string> shortcut = {{"--init-from", "model.init_from"}, {"--train-data", "data.train"},
                                                        {"--steps", "train.steps"},        {"--seed", "train.seed"},
-                                                       {"--metrics", "train.metrics"}};
+                                                       {"--metrics", "train.metrics"}, {"--trace", "train.trace"}};
   std::string config;
   std::vector<std::string> overrides;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--init-from", "--train-data", "--steps", "--seed", "--metrics"})) {
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--init-from", "--train-data", "--steps", "--seed", "--metrics", "--trace"})) {
     if (flag == "--config") {
       config = value;
     } else if (flag == "--set") {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -21,7 +22,7 @@ using nlohmann::json;
 // train differently here, so each is an error rather than ignored. A key leaves this table in the
 // same change that implements it.
 constexpr std::string_view kDeepSpeedNotYet[] = {
-    "zero_optimization", "fp16", "bf16", "bfloat16", "amp", "activation_checkpointing", "aio",
+    "fp16", "bf16", "bfloat16", "amp", "activation_checkpointing", "aio",
     "checkpoint", "wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
     "wandb", "csv_monitor", "comms_logger", "monitor_config", "data_types",
     "communication_data_type", "prescale_gradients", "gradient_predivide_factor",
@@ -190,7 +191,9 @@ void read_train(Section& top, TrainConfig& t) {
   s->get("val_batches", t.val_batches);
   s->get("save_model", t.save_model);
   s->get("metrics", t.metrics);
+  s->get("trace", t.trace);
   s->get("comm_timeout_s", t.comm_timeout_s);
+  s->get("comm_progress", t.comm_progress);
   s->done();
 }
 
@@ -259,6 +262,71 @@ void read_scheduler(Section& top, SchedulerConfig& c, Seen& seen) {
   p->done(" for " + c.type + ", which takes: " + p->known_list());
 }
 
+// DeepSpeed's zero_optimization keys that ztrain does not implement yet (the offload ones land with
+// the offload engine, the model-save one with checkpoints).
+constexpr std::string_view kZeroNotYet[] = {
+    "offload_optimizer", "offload_param", "sub_group_size", "stage3_max_reuse_distance",
+    "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+    "round_robin_gradients", "elastic_checkpoint", "zero_hpz_partition_size", "zero_quantized_weights",
+    "zero_quantized_gradients", "zero_quantized_nontrainable_weights", "mics_shard_size",
+    "mics_hierarchical_params_gather", "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
+    "memory_efficient_linear", "use_all_reduce_for_fetch_params", "stage3_model_persistence_threshold",
+    "module_granularity_threshold", "pipeline_loading_checkpoint", "override_module_apply", "legacy_stage1",
+    "zeropp_loco_param", "log_trace_cache_warnings", "load_from_fp32_weights",
+};
+
+// FSDP's sharding strategies and the stage each one is.
+constexpr std::pair<std::string_view, int> kShardingStrategies[] = {
+    {"NO_SHARD", 0}, {"SHARD_GRAD_OP", 2}, {"FULL_SHARD", 3}};
+
+// An element count: DeepSpeed configs write sizes as 5e8, so an integral float is one too.
+void get_count(Section& s, std::string_view key, int64_t& dst) {
+  const json* v = s.find(key);
+  if (!v) return;
+  const double d = v->is_number() ? v->get<double>() : -1.0;
+  if (!v->is_number() || d < 0 || d != std::floor(d) || d > 9.0e18)
+    fail(s.path(key), "expected a non-negative whole number of elements, got " + show(*v));
+  dst = v->is_number_integer() ? v->get<int64_t>() : static_cast<int64_t>(d);
+}
+
+void read_zero(Section& top, ZeroConfig& z) {
+  auto s = top.sub("zero_optimization");
+  if (!s) return;
+  for (std::string_view k : kZeroNotYet)
+    if (s->find(k)) fail(s->path(k), "is a DeepSpeed ZeRO key that ztrain does not implement yet");
+  const bool has_stage = s->get("stage", z.stage);
+  if (has_stage && (z.stage < 0 || z.stage > 3)) fail(s->path("stage"), "must be 0, 1, 2 or 3, got " + num(z.stage));
+  std::string strategy;
+  if (s->get("sharding_strategy", strategy)) {
+    if (strategy == "HYBRID_SHARD" || strategy == "_HYBRID_SHARD_ZERO2")
+      fail(s->path("sharding_strategy"), show(strategy) + " is an FSDP strategy that ztrain does not implement yet");
+    const auto* it = std::find_if(std::begin(kShardingStrategies), std::end(kShardingStrategies),
+                                  [&](const auto& e) { return e.first == strategy; });
+    if (it == std::end(kShardingStrategies))
+      fail(s->path("sharding_strategy"), "expected \"NO_SHARD\", \"SHARD_GRAD_OP\" or \"FULL_SHARD\", got " + show(strategy));
+    if (has_stage && it->second != z.stage)
+      fail(s->path("sharding_strategy"), show(strategy) + " is stage " + std::to_string(it->second) +
+                                             ", but zero_optimization.stage is " + std::to_string(z.stage));
+    z.stage = it->second;
+  }
+  s->get("overlap_comm", z.overlap_comm);
+  s->get("reduce_scatter", z.reduce_scatter);
+  s->get("contiguous_gradients", z.contiguous_gradients);
+  bool partitions = true;
+  if (s->get("allgather_partitions", partitions) && !partitions)
+    fail(s->path("allgather_partitions"), "false (a broadcast per partition) is not implemented yet");
+  bool ignore_unused = true;  // every GPT-2 parameter is used, so there is nothing to ignore
+  s->get("ignore_unused_parameters", ignore_unused);
+  get_count(*s, "reduce_bucket_size", z.reduce_bucket_size);
+  get_count(*s, "allgather_bucket_size", z.allgather_bucket_size);
+  get_count(*s, "stage3_prefetch_bucket_size", z.prefetch_bucket_size);
+  get_count(*s, "stage3_max_live_parameters", z.max_live_parameters);
+  get_count(*s, "stage3_param_persistence_threshold", z.param_persistence_threshold);
+  s->done();
+  if (z.reduce_bucket_size == 0) fail(s->path("reduce_bucket_size"), "must be > 0");
+  if (z.allgather_bucket_size == 0) fail(s->path("allgather_bucket_size"), "must be > 0");
+}
+
 template <class T>
 void at_least(const std::string& path, T v, T min) {
   if (v < min) fail(path, "must be >= " + num(min) + ", got " + num(v));
@@ -314,6 +382,8 @@ void check_values(Config& c, const Seen& seen) {
   at_least("train.steps", t.steps, 1);
   at_least("train.threads", t.threads, 0);
   at_least("train.comm_timeout_s", t.comm_timeout_s, 0.0);
+  if (t.comm_progress != "auto" && t.comm_progress != "thread" && t.comm_progress != "poll")
+    fail("train.comm_progress", "expected \"auto\", \"thread\" or \"poll\", got " + show(t.comm_progress));
   at_least("train.val_interval", t.val_interval, 0);
   if (t.val_interval > 0) at_least("train.val_batches", t.val_batches, 1);
 
@@ -439,6 +509,7 @@ Config parse_config(const json& j) {
   read_train(top, c.train);
   read_optimizer(top, c.optimizer);
   read_scheduler(top, c.scheduler, seen);
+  read_zero(top, c.zero);
   seen.train_batch_size = top.get("train_batch_size", c.train_batch_size);
   top.get("train_micro_batch_size_per_gpu", c.micro_batch);
   top.get("gradient_accumulation_steps", c.grad_accum);

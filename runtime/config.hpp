@@ -48,8 +48,13 @@ struct TrainConfig {
   int val_batches = 10;
   std::string save_model;  // llm.c checkpoint written at the end; empty: none
   std::string metrics;     // JSON lines file; empty: none
+  std::string trace;       // Chrome trace of the whole run, lanes per rank; empty: none
   // A collective that does not complete within this many seconds ends the job (0: never).
   double comm_timeout_s = 300;
+  // How MPI's asynchronous collectives move: "thread" (a progress thread), "poll" (the ZeRO
+  // scheduler tests them at every unit boundary) or "auto": poll where the ranks' compute threads
+  // take every core of the host, else thread (ZT_MPI_PROGRESS, when set, decides instead).
+  std::string comm_progress = "auto";
 };
 
 struct OptimizerConfig {
@@ -72,12 +77,27 @@ struct SchedulerConfig {
   double cos_min_ratio = 0.0001;    // WarmupCosineLR
 };
 
+// DeepSpeed's zero_optimization section (sizes in elements, as DeepSpeed counts them), or FSDP's
+// sharding_strategy in its place. [Note: ZeRO stages] in runtime/zero/engine.hpp.
+struct ZeroConfig {
+  int stage = 0;                  // 0 DDP, 1 optimizer states, 2 + gradients, 3 + parameters
+  bool overlap_comm = true;       // collectives run async behind compute; false: each one waited at once
+  bool reduce_scatter = true;     // false: gradients are all-reduced and each rank keeps its slice
+  bool contiguous_gradients = true;
+  int64_t reduce_bucket_size = 500'000'000;     // gradient elements in flight in reductions
+  int64_t allgather_bucket_size = 500'000'000;  // parameter elements in flight in post-update gathers (stages 1-2)
+  int64_t prefetch_bucket_size = 50'000'000;    // stage3_prefetch_bucket_size
+  int64_t max_live_parameters = 1'000'000'000;  // stage3_max_live_parameters
+  int64_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold
+};
+
 struct Config {
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
+  ZeroConfig zero;
   int train_batch_size = 0;  // 0: not given (then micro * accumulation * world size)
   int micro_batch = 4;       // train_micro_batch_size_per_gpu
   int grad_accum = 1;        // gradient_accumulation_steps

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/kernels.hpp"
+#include "runtime/trace.hpp"
 #include "runtime/trainer.hpp"
 
 namespace zt {
@@ -45,14 +46,21 @@ std::string human_bytes(size_t bytes) {
 std::string run_banner(const Trainer& t) {
   const Config& c = t.config();
   const GPT2Dims& d = t.model().dims();
-  char buf[512];
+  static const char* const kSharded[] = {"nothing sharded (DDP)", "AdamW states sharded",
+                                         "gradients and AdamW states sharded",
+                                         "parameters, gradients and AdamW states sharded"};
+  char buf[768];
   std::snprintf(buf, sizeof buf,
                 "model gpt2: n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), max_seq_len %d, %.2fM parameters\n"
-                "batch: micro %d x accumulation %d x %d ranks (%s), seq_len %d (%d tokens a step); %d threads a rank; %d steps",
+                "batch: micro %d x accumulation %d x %d ranks (%s, %d on this host), seq_len %d (%d tokens a step); "
+                "%d threads a rank; %d steps\n"
+                "ZeRO stage %d: %s; collectives progress by %s",
                 d.n_layer, d.n_head, d.n_embd, d.vocab_size, d.padded_vocab_size, d.max_seq_len,
                 static_cast<double>(gpt2_num_params(d)) / 1e6, c.micro_batch, c.grad_accum, t.comm().size(),
-                std::string(t.comm().backend()).c_str(), c.data.seq_len,
-                c.micro_batch * c.grad_accum * t.comm().size() * c.data.seq_len, cpu::num_threads(), c.train.steps);
+                std::string(t.comm().backend()).c_str(), t.comm().local_size(), c.data.seq_len,
+                c.micro_batch * c.grad_accum * t.comm().size() * c.data.seq_len, cpu::num_threads(), c.train.steps,
+                c.zero.stage, kSharded[c.zero.stage],
+                t.comm().progress() == CommProgress::poll ? "polling at unit boundaries" : "a progress thread");
   return buf;
 }
 
@@ -63,6 +71,22 @@ std::string progress_line(const StepStats& s, int total_steps) {
                 s.step, total_steps, s.loss, s.lr, s.grad_norm, s.ms, s.tokens_per_s, s.tflops * 1e3,
                 human_bytes(s.mem.total_peak).c_str());
   return buf;
+}
+
+std::string trace_summary(const Trace& t, const std::string& path) {
+  std::string out = "trace written to " + path + "; communication hidden behind compute on rank " +
+                    std::to_string(t.rank()) + ":";
+  bool any = false;
+  for (TraceLane lane : {TraceLane::all_gather, TraceLane::reduce_scatter, TraceLane::all_reduce}) {
+    const double busy = t.busy_seconds(lane);
+    if (busy <= 0.0) continue;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s %s %.0f%% of %.3f s", any ? "," : "", std::string(trace_lane_name(lane)).c_str(),
+                  100.0 * t.hidden_share(lane), busy);
+    out += buf;
+    any = true;
+  }
+  return any ? out : out + " no communication";
 }
 
 std::string val_line(int step, double val_loss) {

@@ -11,6 +11,7 @@ namespace zt {
 
 struct StepStats;
 class Trainer;
+class Trace;
 
 class MetricsWriter {
  public:
@@ -28,5 +29,8 @@ std::string run_banner(const Trainer& t);
 std::string progress_line(const StepStats& s, int total_steps);
 std::string val_line(int step, double val_loss);
 std::string human_bytes(size_t bytes);
+// "trace written to PATH; this rank's communication hidden behind compute: all_gather 62% of
+// 1.20 s, ..." over the lanes that saw any time.
+std::string trace_summary(const Trace& t, const std::string& path);
 
 }  // namespace zt

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -40,6 +41,14 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   // threads = 0 shares the host's cores among the ranks on it: oversubscribed OpenMP teams spin
   // at their barriers and run many times slower.
   cpu::set_num_threads(cfg.train.threads ? cfg.train.threads : std::max(1, omp_get_num_procs() / comm_.local_size()));
+  // A progress thread moves collectives only when it has a core to run on; where the compute
+  // threads take them all, polling at unit boundaries hides more (bench/RESULTS.md, overlap).
+  const std::string& progress = cfg.train.comm_progress;
+  if (progress == "auto" && !std::getenv("ZT_MPI_PROGRESS"))
+    comm_.set_progress(cpu::num_threads() * comm_.local_size() >= omp_get_num_procs() ? CommProgress::poll
+                                                                                      : CommProgress::thread);
+  else if (progress != "auto")
+    comm_.set_progress(progress == "poll" ? CommProgress::poll : CommProgress::thread);
   check_batch_size(cfg_, comm_.size());
   comm_.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(cfg_.train.comm_timeout_s * 1000.0)));
   const GPT2Dims dims = resolve_dims(cfg_);
@@ -47,21 +56,15 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +
                       std::to_string(dims.max_seq_len));
   model_ = std::make_unique<GPT2>(dims);
-  for (int u = 0; u < model_->num_units(); ++u) {
-    const UnitLayout& lay = model_->layout()[u];
-    Unit unit{Tensor::empty({lay.numel}, DType::f32, MemCategory::parameters),
-              Tensor::zeros({lay.numel}, DType::f32, MemCategory::gradients), nullptr};
-    model_->bind_unit(u, unit.params, unit.grads);
-    std::vector<std::pair<int64_t, int64_t>> decayed;
-    for (const ParamSpec& p : lay.params)
-      if (p.decay) decayed.emplace_back(p.offset, p.offset + shape_numel(p.shape));
-    unit.opt = std::make_unique<AdamW>(cfg_.optimizer, unit.params, unit.grads, std::move(decayed));
-    units_.push_back(std::move(unit));
+  engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer);
+  if (!cfg_.train.trace.empty()) {
+    trace_ = std::make_unique<Trace>(comm_.rank());
+    engine_->set_trace(trace_.get());
   }
   if (cfg_.model.init_from)
-    load_llmc_checkpoint(*cfg_.model.init_from, *model_);
+    engine_->write_full_params([&] { load_llmc_checkpoint(*cfg_.model.init_from, *model_); });
   else
-    model_->init(cfg_.train.seed);
+    engine_->init_params(cfg_.train.seed);
 
   train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
   if (!cfg_.data.val.empty() || cfg_.data.format == "bytes")
@@ -78,7 +81,7 @@ StepStats Trainer::step() {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   cpu_allocator().accounting().reset_peaks();
-  for (Unit& u : units_) u.grads.zero();
+  engine_->begin_step();
 
   // Each micro-batch's loss is a mean over its tokens; seeding backward with 1/accumulation makes
   // the summed gradients those of the mean over the whole batch.
@@ -86,22 +89,15 @@ StepStats Trainer::step() {
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
     train_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
+    engine_->begin_pass(micro == accum - 1);
     Tensor loss = model_->forward(tape_, inputs_, targets_);
     loss_sum += loss.data<float>()[0];
     tape_.backward(loss, 1.0f / static_cast<float>(accum));
+    engine_->end_pass();
   }
 
   const auto update_start = clock::now();
-  // Data parallel: every rank averages the gradients, all units' all-reduces in flight together,
-  // so every rank takes the same update.
-  if (comm_.size() > 1) {
-    std::vector<WorkPtr> pending;
-    for (const Unit& u : units_) pending.push_back(comm_.all_reduce_async(u.grads, u.grads, ReduceOp::avg));
-    for (const WorkPtr& w : pending) w->wait();
-  }
-  double sq = 0.0;
-  for (const Unit& u : units_) sq += cpu::sum_squares(u.grads.data<float>(), static_cast<size_t>(u.grads.numel()));
-  const double norm = std::sqrt(sq);
+  const double norm = engine_->grad_norm();
   // torch.nn.utils.clip_grad_norm_'s rule, so clipped runs compare with PyTorch's.
   float scale = 1.0f;
   if (cfg_.gradient_clipping > 0.0) {
@@ -110,7 +106,7 @@ StepStats Trainer::step() {
   }
   const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, steps_done_);
   ++steps_done_;
-  for (Unit& u : units_) u.opt->step(static_cast<float>(lr), scale, steps_done_);
+  engine_->update(static_cast<float>(lr), scale, steps_done_);
   profile_.add("norm+adamw", false, std::chrono::duration<double>(clock::now() - update_start).count());
 
   StepStats s;
@@ -133,7 +129,9 @@ double Trainer::validate() {
   double sum = 0.0;
   for (int i = 0; i < cfg_.train.val_batches; ++i) {
     val_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
+    engine_->begin_pass(false);
     sum += model_->forward(tape_, inputs_, targets_).data<float>()[0];
+    engine_->end_pass();
   }
   return mean_over_ranks(sum / cfg_.train.val_batches);
 }
@@ -164,9 +162,16 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
       log(val_line(s.step, v));
     }
   }
-  if (!tc.save_model.empty() && lead) {
-    save_llmc_checkpoint(tc.save_model, *model_);
+  // Every rank takes part in gathering the parameters; rank 0 writes them.
+  if (!tc.save_model.empty()) {
+    engine_->read_full_params([&] {
+      if (lead) save_llmc_checkpoint(tc.save_model, *model_);
+    });
     log("saved model to " + tc.save_model);
+  }
+  if (trace_) {
+    trace_->write(comm_, tc.trace);
+    log(trace_summary(*trace_, tc.trace));
   }
 }
 

@@ -1,7 +1,5 @@
-// The trainer: owns the model's flat buffers (one per unit: parameters, gradients, AdamW states),
-// the data loaders and the step loop. Across ranks it is plain data parallelism for now (every
-// rank holds everything, gradients are averaged with all-reduce); the ZeRO engine replaces the
-// buffer ownership with sharded units and keeps the step's shape.
+// The trainer: the data loaders and the step loop. The ZeRO engine (runtime/zero/engine.hpp) owns
+// the model's buffers on this rank and every collective of the step, at any stage.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +12,8 @@
 #include "models/gpt2.hpp"
 #include "runtime/config.hpp"
 #include "runtime/data.hpp"
-#include "runtime/optimizer.hpp"
+#include "runtime/trace.hpp"
+#include "runtime/zero/engine.hpp"
 #include "tensor/allocator.hpp"
 #include "tensor/tape.hpp"
 
@@ -56,26 +55,24 @@ class Trainer {
   const Communicator& comm() const { return comm_; }
   int steps_done() const { return steps_done_; }
   OpProfile& profile() { return profile_; }
-  // Summed parameter gradients of the last step, by unit (tests compare them with PyTorch).
-  const Tensor& unit_grads(int u) const { return units_.at(u).grads; }
-  const Tensor& unit_params(int u) const { return units_.at(u).params; }
+  const ZeroEngine& engine() const { return *engine_; }
+  // Summed parameter gradients of the last step, by unit, at stage 0 (tests compare them with
+  // PyTorch).
+  Tensor unit_grads(int u) const { return engine_->units().at(u).grad_view(); }
 
  private:
   Trainer(const Config& cfg, std::unique_ptr<Communicator> own);
   double mean_over_ranks(double v);
 
-  struct Unit {
-    Tensor params, grads;
-    std::unique_ptr<AdamW> opt;
-  };
   Config cfg_;
   std::unique_ptr<Communicator> own_comm_;  // the Self communicator of the one-rank constructor
   Communicator& comm_;
   int B_, T_;
   std::unique_ptr<GPT2> model_;
-  std::vector<Unit> units_;
-  std::unique_ptr<DataLoader> train_, val_;
   Tape tape_;
+  std::unique_ptr<Trace> trace_;  // before the engine, which records into it
+  std::unique_ptr<ZeroEngine> engine_;
+  std::unique_ptr<DataLoader> train_, val_;
   OpProfile profile_;
   int steps_done_ = 0;
   Tensor inputs_, targets_;

@@ -170,7 +170,7 @@ TEST_CASE("unknown keys at every depth") {
 }
 
 TEST_CASE("DeepSpeed keys that are not implemented yet") {
-  for (const char* key : {"zero_optimization", "fp16", "bf16", "activation_checkpointing", "wandb",
+  for (const char* key : {"fp16", "bf16", "activation_checkpointing", "wandb",
                           "hybrid_engine", "weight_quantization", "wall_clock_breakdown"}) {
     CAPTURE(key);
     json j = minimal();
@@ -182,6 +182,64 @@ TEST_CASE("DeepSpeed keys that are not implemented yet") {
   CHECK(error_of({"optimizer.type=SGD"}).find("config: optimizer.type: \"SGD\"") == 0);
   CHECK(error_of({"scheduler.type=OneCycle"}) ==
         "config: scheduler.type: \"OneCycle\" is a DeepSpeed scheduler that ztrain does not implement yet");
+}
+
+TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not there yet") {
+  const Config d = zt::parse_config(minimal());
+  CHECK(d.zero.stage == 0);
+  CHECK(d.zero.overlap_comm);
+  CHECK(d.zero.reduce_bucket_size == 500'000'000);
+  CHECK(d.zero.param_persistence_threshold == 100'000);
+
+  // A DeepSpeed stage-3 block as users write it: sizes as floats.
+  const Config c = zt::parse_config(with({"zero_optimization.stage=3", "zero_optimization.overlap_comm=false",
+                                          "zero_optimization.reduce_bucket_size=5e7",
+                                          "zero_optimization.stage3_prefetch_bucket_size=1e6",
+                                          "zero_optimization.stage3_max_live_parameters=3e8",
+                                          "zero_optimization.stage3_param_persistence_threshold=1000",
+                                          "zero_optimization.allgather_bucket_size=200000",
+                                          "zero_optimization.contiguous_gradients=true",
+                                          "zero_optimization.reduce_scatter=false"}));
+  CHECK(c.zero.stage == 3);
+  CHECK_FALSE(c.zero.overlap_comm);
+  CHECK_FALSE(c.zero.reduce_scatter);
+  CHECK(c.zero.reduce_bucket_size == 50'000'000);
+  CHECK(c.zero.prefetch_bucket_size == 1'000'000);
+  CHECK(c.zero.max_live_parameters == 300'000'000);
+  CHECK(c.zero.param_persistence_threshold == 1000);
+  CHECK(c.zero.allgather_bucket_size == 200'000);
+
+  CHECK(zt::parse_config(with({"zero_optimization.sharding_strategy=NO_SHARD"})).zero.stage == 0);
+  CHECK(zt::parse_config(with({"zero_optimization.sharding_strategy=SHARD_GRAD_OP"})).zero.stage == 2);
+  CHECK(zt::parse_config(with({"zero_optimization.sharding_strategy=FULL_SHARD"})).zero.stage == 3);
+  CHECK(zt::parse_config(with({"zero_optimization.stage=3", "zero_optimization.sharding_strategy=FULL_SHARD"})).zero.stage == 3);
+  CHECK(error_of({"zero_optimization.stage=1", "zero_optimization.sharding_strategy=FULL_SHARD"}) ==
+        "config: zero_optimization.sharding_strategy: \"FULL_SHARD\" is stage 3, but zero_optimization.stage is 1");
+  CHECK(error_of({"zero_optimization.sharding_strategy=HYBRID_SHARD"}) ==
+        "config: zero_optimization.sharding_strategy: \"HYBRID_SHARD\" is an FSDP strategy that ztrain does not implement yet");
+  CHECK(error_of({"zero_optimization.sharding_strategy=full"}) ==
+        "config: zero_optimization.sharding_strategy: expected \"NO_SHARD\", \"SHARD_GRAD_OP\" or \"FULL_SHARD\", got \"full\"");
+  CHECK(error_of({"zero_optimization.stage=4"}) == "config: zero_optimization.stage: must be 0, 1, 2 or 3, got 4");
+  CHECK(error_of({"zero_optimization.stage=\"3\""}) == "config: zero_optimization.stage: expected an integer, got \"3\"");
+  CHECK(error_of({"zero_optimization.reduce_bucket_size=auto"}) ==
+        "config: zero_optimization.reduce_bucket_size: expected a non-negative whole number of elements, got \"auto\"");
+  CHECK(error_of({"zero_optimization.reduce_bucket_size=2.5"}) ==
+        "config: zero_optimization.reduce_bucket_size: expected a non-negative whole number of elements, got 2.5");
+  CHECK(error_of({"zero_optimization.stage3_prefetch_bucket_size=-1"}) ==
+        "config: zero_optimization.stage3_prefetch_bucket_size: expected a non-negative whole number of elements, got -1");
+  CHECK(error_of({"zero_optimization.reduce_bucket_size=0"}) == "config: zero_optimization.reduce_bucket_size: must be > 0");
+  CHECK(error_of({"zero_optimization.offload_optimizer={\"device\": \"cpu\"}"}) ==
+        "config: zero_optimization.offload_optimizer: is a DeepSpeed ZeRO key that ztrain does not implement yet");
+  CHECK(error_of({"zero_optimization.stage3_max_reuse_distance=1e9"}) ==
+        "config: zero_optimization.stage3_max_reuse_distance: is a DeepSpeed ZeRO key that ztrain does not implement yet");
+  CHECK(error_of({"zero_optimization.allgather_partitions=false"}) ==
+        "config: zero_optimization.allgather_partitions: false (a broadcast per partition) is not implemented yet");
+  CHECK(zt::parse_config(minimal()).train.comm_progress == "auto");
+  CHECK(zt::parse_config(with({"train.comm_progress=poll"})).train.comm_progress == "poll");
+  CHECK(error_of({"train.comm_progress=spin"}) ==
+        "config: train.comm_progress: expected \"auto\", \"thread\" or \"poll\", got \"spin\"");
+  CHECK(error_of({"zero_optimization.overlap_com=true"}) ==
+        "config: zero_optimization.overlap_com: unknown key (did you mean 'overlap_comm'?)");
 }
 
 TEST_CASE("wrong types") {

@@ -34,7 +34,7 @@ for x, y in zip(a, b):
 print("np=2 matches np=1 on", len(a), "lines")
 PY
 [ "$(grep -c '^step .*/8 |' "$dir/np2.out")" -eq 8 ] || fail "expected 8 progress lines (rank 0 only): $(cat "$dir/np2.out")"
-grep -q "2 ranks (mpi)" "$dir/np2.out" || fail "banner does not show 2 MPI ranks: $(cat "$dir/np2.out")"
+grep -q "2 ranks (mpi, 2 on this host)" "$dir/np2.out" || fail "banner does not show 2 MPI ranks: $(cat "$dir/np2.out")"
 
 # A batch-size mismatch every rank sees: the job ends non-zero, naming the rank and the numbers.
 launch -np 2 "$ztrain" train --config "$dir/c.json" --set train_batch_size=4 > "$dir/bad.out" 2>&1 &&

@@ -1,0 +1,70 @@
+// ZeroEngine: ZeRO stages 0-3 through one engine ([Note: ZeRO stages]). It owns every unit's
+// buffers on this rank (ShardedUnit), binds the model's parameters to them, hangs the scheduler on
+// the tape, and runs the step's communication-side phases: gradient averaging, the global norm,
+// the update of this rank's shard, and bringing the full parameters back.
+//
+// [Note: ZeRO stages] 0 = DDP (every rank holds everything, gradients all-reduced), 1 = AdamW
+// states and master weights sharded, 2 = + gradients, 3 = + parameters, gathered unit by unit
+// while in use. FSDP's NO_SHARD, SHARD_GRAD_OP and FULL_SHARD are stages 0, 2 and 3. The update
+// depends only on the global batch: gradients are averaged over ranks, and each micro-batch's
+// backward is seeded with 1/accumulation. Buffers per stage: [Note: ZeRO buffers].
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "models/gpt2.hpp"
+#include "runtime/config.hpp"
+#include "runtime/zero/scheduler.hpp"
+#include "runtime/zero/sharded_unit.hpp"
+#include "tensor/tape.hpp"
+
+namespace zt {
+
+class ZeroEngine {
+ public:
+  // Binds `model`'s units to this rank's buffers and hooks the scheduler onto `tape`; all three
+  // and `comm` outlive the engine.
+  ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt);
+
+  int stage() const { return cfg_.stage; }
+  const std::vector<ShardedUnit>& units() const { return units_; }
+  const ZeroScheduler& scheduler() const { return *scheduler_; }
+
+  // GPT-2's initialisation, unit by unit (stage 3 never holds more than one unit's parameters).
+  void init_params(uint64_t seed);
+  // Runs `write`, which fills every unit's full parameters (e.g. from a checkpoint); stage 3 holds
+  // the whole model for it, then keeps only its shards.
+  void write_full_params(const std::function<void()>& write);
+  // Runs `read` with every unit's full parameters present (e.g. to save them).
+  void read_full_params(const std::function<void()>& read);
+
+  // A step: begin_step, then per micro-batch begin_pass / forward / backward / end_pass, then
+  // grad_norm and update. Validation is a pass without backward.
+  void begin_step();
+  void begin_pass(bool last_micro_batch);
+  void end_pass();
+  // The global gradient norm (over every rank's shard).
+  double grad_norm();
+  // AdamW on this rank's shards, then the full parameters that stay (stages 1-2, persistent
+  // stage-3 units) are all-gathered again, allgather_bucket_size elements in flight at most.
+  void update(float lr, float grad_scale, int t);
+
+  // Records compute, every collective and the update on their lanes (null: no trace); `t`
+  // outlives the engine.
+  void set_trace(Trace* t);
+
+ private:
+  void gather_all();
+
+  GPT2& model_;
+  Communicator& comm_;
+  ZeroConfig cfg_;
+  std::vector<ShardedUnit> units_;
+  std::unique_ptr<ZeroScheduler> scheduler_;
+  Trace* trace_ = nullptr;
+};
+
+}  // namespace zt

@@ -1,0 +1,78 @@
+// ZeroScheduler: when each unit is gathered, released and reduced. It sits on the tape's unit hooks
+// ([Note: unit hooks] in tensor/tape.hpp) and drives the ShardedUnits.
+//
+// [Note: ZeRO schedule] The first forward pass records the order in which units run; the pass's
+// schedule is that order, then the same order reversed for backward (FSDP2's rule: backward
+// prefetch is the reverse of the recorded forward order). A unit's needs are the unit itself and
+// the units it borrows (the tied LM head reads the embedding's wte).
+// - pre-hook at position i: every needed unit is gathered (waited for), then the units the next
+//   positions need are prefetched: those that no running unit holds, in schedule order, as long
+//   as they add up to at most stage3_prefetch_bucket_size elements and the gathered or in-flight
+//   units to at most stage3_max_live_parameters. Needed units are gathered whatever the cap says.
+// - post-hook at position i: a needed unit that no running unit uses and position i+1 does not
+//   need is released (stage 3; persistent units never are).
+// - post-backward: a unit's gradients are complete once every unit needing it ran backward; then
+//   its reduction starts (every micro-batch at stages 2-3, the last one at stages 0-1), at most
+//   reduce_bucket_size elements in flight, oldest waited first.
+// - every hook tests the collectives in flight, which also drives MPI in its polled mode.
+// With overlap_comm false every collective is waited for where it starts.
+#pragma once
+
+#include <deque>
+#include <vector>
+
+#include "runtime/config.hpp"
+#include "runtime/zero/sharded_unit.hpp"
+#include "tensor/tape.hpp"
+
+namespace zt {
+
+class ZeroScheduler {
+ public:
+  // `units` outlives the scheduler; borrowed[u] lists the other units unit u reads.
+  ZeroScheduler(std::vector<ShardedUnit>& units, std::vector<std::vector<int>> borrowed, const ZeroConfig& cfg);
+
+  UnitHooks hooks();
+
+  // Before each forward pass; `reduce` says whether this pass's backward reduces gradients
+  // (always at stages 2-3, on the last micro-batch at stages 0-1).
+  void begin_pass(bool reduce);
+  // After a pass: waits for every reduction (stages 2-3 then hold this micro-batch in the shards)
+  // and releases what stage 3 need not keep.
+  void end_pass();
+  // Tests the collectives in flight.
+  void poll();
+
+  // Elements of non-persistent units gathered or being gathered (the live cap's measure).
+  int64_t live_numel() const;
+
+  // Records each unit's forward and backward on the compute lane (null: no trace).
+  void set_trace(Trace* t) { trace_ = t; }
+
+ private:
+  void pre(int u, bool backward);
+  void post(int u, bool backward);
+  void record(int u, bool backward);
+  std::vector<int> needs(int u) const;
+  void gather_now(int u);
+  void prefetch();
+  void reduce(int u);
+  bool needed_at(int u, size_t pos) const;
+
+  std::vector<ShardedUnit>& units_;
+  std::vector<std::vector<int>> borrowed_;
+  ZeroConfig cfg_;
+  int stage_;
+
+  std::vector<int> order_;  // forward order, recorded by the first pass
+  bool frozen_ = false;
+  size_t pos_ = 0;          // position in the pass's schedule: forward order then its reverse
+  bool reduce_ = false;
+  std::vector<int> users_;         // running units that need each unit
+  std::vector<int> writers_left_;  // units still to run backward that write each unit's gradients
+  std::deque<int> reducing_;       // units whose reduction is in flight, oldest first
+  Trace* trace_ = nullptr;
+  Trace::clock::time_point compute_started_;  // units do not nest: one running at a time
+};
+
+}  // namespace zt

@@ -1,0 +1,153 @@
+#include "runtime/zero/sharded_unit.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/cpu/kernels.hpp"
+
+namespace zt {
+
+namespace {
+
+Tensor kept(int64_t n, MemCategory c) { return Tensor::zeros({n}, DType::f32, c); }
+Tensor absent(int64_t n, MemCategory c) { return Tensor::meta({n}, DType::f32, c); }
+
+}  // namespace
+
+ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
+                         Communicator& comm, const OptimizerConfig& opt)
+    : name_(std::move(name)),
+      stage_(stage),
+      persistent_(stage < 3 || persistent),
+      comm_(&comm),
+      geo_(shard_geometry(numel, comm.size(), comm.rank())),
+      state_(persistent_ ? ParamState::gathered : ParamState::sharded) {
+  const int64_t P = geo_.padded(), S = geo_.shard;
+  full_params_ = persistent_ ? kept(P, MemCategory::parameters) : absent(P, MemCategory::parameters);
+  if (stage_ == 0) master_ = full_params_;
+  else if (stage_ < 3) master_ = full_params_.view(geo_.begin(), {S});
+  else master_ = kept(S, MemCategory::parameters);
+
+  full_grads_ = stage_ < 2 ? kept(P, MemCategory::gradients) : absent(P, MemCategory::gradients);
+  if (stage_ == 0) grad_shard_ = full_grads_;
+  else if (stage_ == 1) grad_shard_ = full_grads_.view(geo_.begin(), {S});
+  else grad_shard_ = kept(S, MemCategory::gradients);
+
+  opt_ = std::make_unique<AdamW>(opt, master_, grad_shard_,
+                                 clip_ranges(decayed, stage_ == 0 ? 0 : geo_.begin(), master_.numel()));
+}
+
+void ShardedUnit::start_gather() {
+  if (stage_ == 0) throw std::logic_error("unit " + name_ + ": stage 0 never gathers");
+  if (state_ != ParamState::sharded) throw std::logic_error("unit " + name_ + ": gather of a unit that is not sharded");
+  full_params_.storage()->materialize();
+  param_started_ = Trace::clock::now();
+  // In place at stages 1-2 (the master is this rank's slice of the full buffer).
+  param_work_ = comm_->all_gather_async(master_, full_params_);
+  state_ = ParamState::gathering;
+}
+
+void ShardedUnit::trace(TraceLane lane, const char* what, Trace::clock::time_point begin, const WorkPtr& w) const {
+  if (!trace_) return;
+  // The backend's completion time where it has one; else now, when completion was seen.
+  const auto done = w ? w->completed_at() : Trace::clock::time_point{};
+  const auto end = done == Trace::clock::time_point{} ? Trace::clock::now() : done;
+  trace_->span(lane, std::string(what) + " " + name_, begin, std::max(begin, end));
+}
+
+bool ShardedUnit::gather_done() {
+  if (state_ == ParamState::gathering && param_work_->test()) {
+    trace(TraceLane::all_gather, "all_gather", param_started_, param_work_);
+    param_work_.reset();
+    state_ = ParamState::gathered;
+  }
+  return state_ == ParamState::gathered;
+}
+
+void ShardedUnit::wait_gather() {
+  if (state_ != ParamState::gathering) return;
+  param_work_->wait();
+  trace(TraceLane::all_gather, "all_gather", param_started_, param_work_);
+  param_work_.reset();
+  state_ = ParamState::gathered;
+}
+
+void ShardedUnit::release() {
+  if (state_ == ParamState::gathering) throw std::logic_error("unit " + name_ + ": release during its gather");
+  if (persistent_) return;
+  full_params_.storage()->release();
+  state_ = ParamState::sharded;
+}
+
+void ShardedUnit::materialize_full_params() {
+  full_params_.storage()->materialize();
+  full_params_.zero();  // the padding stays zero
+}
+
+void ShardedUnit::full_params_written() {
+  if (stage_ == 3)
+    std::memcpy(master_.raw(), full_params_.view(geo_.begin(), {geo_.shard}).raw(), master_.nbytes());
+  state_ = ParamState::gathered;
+}
+
+void ShardedUnit::begin_step() {
+  if (stage_ < 2) full_grads_.zero();
+  else grad_shard_.zero();
+}
+
+void ShardedUnit::prepare_grads() {
+  if (full_grads_.has_data()) return;
+  full_grads_.storage()->materialize();
+  full_grads_.zero();
+}
+
+void ShardedUnit::start_reduce(bool scatter) {
+  if (grad_work_) throw std::logic_error("unit " + name_ + ": a gradient reduction is already in flight");
+  grad_started_ = Trace::clock::now();
+  grad_all_reduce_ = stage_ == 0 || !scatter;
+  if (comm_->size() > 1) {
+    if (grad_all_reduce_)
+      grad_work_ = comm_->all_reduce_async(full_grads_, full_grads_, ReduceOp::avg);
+    else
+      grad_work_ = comm_->reduce_scatter_async(full_grads_, full_grads_.view(geo_.begin(), {geo_.shard}), ReduceOp::avg);
+    return;
+  }
+  finish_reduce();  // one rank: the average is the gradient itself
+}
+
+bool ShardedUnit::reduce_done() {
+  if (grad_work_ && grad_work_->test()) finish_reduce();
+  return !grad_work_;
+}
+
+void ShardedUnit::wait_reduce() {
+  if (!grad_work_) return;
+  grad_work_->wait();
+  finish_reduce();
+}
+
+void ShardedUnit::finish_reduce() {
+  if (grad_work_)
+    trace(grad_all_reduce_ ? TraceLane::all_reduce : TraceLane::reduce_scatter,
+          grad_all_reduce_ ? "all_reduce" : "reduce_scatter", grad_started_, grad_work_);
+  grad_work_.reset();
+  if (stage_ < 2) return;
+  const Tensor slice = full_grads_.view(geo_.begin(), {geo_.shard});
+  float* shard = grad_shard_.data<float>();
+  cpu::residual_forward(shard, shard, slice.data<float>(), static_cast<size_t>(geo_.shard));
+  full_grads_.storage()->release();
+}
+
+double ShardedUnit::grad_sum_squares() const {
+  return cpu::sum_squares(grad_shard_.data<float>(), static_cast<size_t>(grad_shard_.numel()));
+}
+
+void ShardedUnit::update(float lr, float grad_scale, int t) {
+  if (state_ == ParamState::gathering) throw std::logic_error("unit " + name_ + ": update during its gather");
+  opt_->step(lr, grad_scale, t);
+  if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
+  if (stage_ == 3 && !persistent_) release();  // a unit held for a whole-model save is stale now
+}
+
+}  // namespace zt

@@ -1,0 +1,103 @@
+// ShardedUnit: one unit's flat buffers on this rank, the collectives that move them, and the
+// parameter state that says where they stand. The scheduler decides when; this class knows how.
+//
+// [Note: ZeRO buffers] Per unit and rank, by stage (S = the shard length, [Note: flat shards]):
+//   stage | full parameters        | master (AdamW's params)    | full gradients        | gradient shard
+//   0     | kept                   | the full parameters        | kept                  | the full gradients
+//   1     | kept                   | own slice of the full ones | kept                  | own slice of them
+//   2     | kept                   | own slice of the full ones | one micro-batch long  | own buffer of S
+//   3     | gathered while in use  | own buffer of S            | one micro-batch long  | own buffer of S
+// Stage 3 units under stage3_param_persistence_threshold keep their full parameters, like stage 2.
+// Kept full parameters of stages 1-3 are all-gathered from the masters after each update.
+#pragma once
+
+#include <string>
+
+#include "comm/communicator.hpp"
+#include "runtime/config.hpp"
+#include "runtime/optimizer.hpp"
+#include "runtime/trace.hpp"
+#include "runtime/zero/shard.hpp"
+#include "tensor/tensor.hpp"
+
+namespace zt {
+
+// sharded: the full parameters are not here (stage 3) or stale (after an update, stages 1-3);
+// gathering: an all-gather into them is in flight; gathered: they are valid.
+enum class ParamState { sharded, gathering, gathered };
+
+class ShardedUnit {
+ public:
+  // `decayed` lists the unit's weight-decayed element ranges; `comm` outlives the unit.
+  ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
+              Communicator& comm, const OptimizerConfig& opt);
+  ShardedUnit(ShardedUnit&&) = default;
+
+  const std::string& name() const { return name_; }
+  const ShardGeometry& geometry() const { return geo_; }
+  int64_t numel() const { return geo_.numel; }
+  // Whether the full parameters stay between uses (every unit below stage 3).
+  bool persistent() const { return persistent_; }
+  ParamState state() const { return state_; }
+
+  // The model's views: the first numel() elements of the padded full buffers. Their storage comes
+  // and goes with gather/release ([Note: storage that comes and goes] in tensor/tensor.hpp).
+  Tensor param_view() const { return full_params_.view(0, {numel()}); }
+  Tensor grad_view() const { return full_grads_.view(0, {numel()}); }
+  const Tensor& full_params() const { return full_params_; }
+  const Tensor& full_grads() const { return full_grads_; }
+  const Tensor& master() const { return master_; }
+  const Tensor& grad_shard() const { return grad_shard_; }
+
+  // Parameters. start_gather: sharded -> gathering (materializes the full buffer);
+  // gather_done/wait_gather: gathering -> gathered; release: gathered -> sharded, freeing the full
+  // buffer unless the unit is persistent.
+  void start_gather();
+  bool gather_done();
+  void wait_gather();
+  void release();
+  // After the caller wrote all numel() full parameters (init, checkpoint load): the master takes
+  // this rank's slice, and the state is gathered.
+  void full_params_written();
+  void materialize_full_params();  // stage 3: room for a whole-unit write, contents undefined
+
+  // Gradients. begin_step zeroes what accumulates over the step's micro-batches; prepare_grads
+  // makes the full gradients present (stages 2-3 bring them back zeroed for each micro-batch).
+  void begin_step();
+  void prepare_grads();
+  // Averages the full gradients over the ranks: all-reduce at stage 0, else reduce-scatter into
+  // this rank's slice (or, with scatter false, all-reduce and keep the slice).
+  void start_reduce(bool scatter);
+  bool reduce_done();
+  // Stages 2-3 then add the slice into the gradient shard and free the full gradients.
+  void wait_reduce();
+  bool reducing() const { return grad_work_ != nullptr; }
+
+  // Records each collective on its lane from start to completion (null: no trace).
+  void set_trace(Trace* t) { trace_ = t; }
+
+  // Sum of squares of this rank's gradients (stage 0: the whole unit, the same on every rank).
+  double grad_sum_squares() const;
+  // AdamW over the master; gradients scaled by grad_scale. Leaves the state sharded where the
+  // full parameters must be gathered again.
+  void update(float lr, float grad_scale, int t);
+
+ private:
+  void finish_reduce();
+  void trace(TraceLane lane, const char* what, Trace::clock::time_point begin, const WorkPtr& w) const;
+
+  std::string name_;
+  int stage_;
+  bool persistent_;
+  Communicator* comm_;
+  ShardGeometry geo_;
+  ParamState state_;
+  Tensor full_params_, master_, full_grads_, grad_shard_;
+  std::unique_ptr<AdamW> opt_;
+  WorkPtr param_work_, grad_work_;
+  Trace* trace_ = nullptr;
+  Trace::clock::time_point param_started_, grad_started_;
+  bool grad_all_reduce_ = false;  // the reduction in flight is an all-reduce (its trace lane)
+};
+
+}  // namespace zt

@@ -7,6 +7,7 @@ packages=(
   build-essential meson ninja-build pkg-config
   libeigen3-dev nlohmann-json3-dev doctest-dev   # header-only: kernels, config, tests
   libopenmpi-dev openmpi-bin                      # MpiCommunicator, mpirun
+  iproute2 util-linux                             # network namespaces: the multi-host launch test
   liburing-dev                                    # the io_uring offload engine
   python3 python3-torch libopenblas0-pthread      # the PyTorch reference the tests compare with
   fio                                             # the I/O yardstick for the offload benchmarks

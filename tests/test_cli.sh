@@ -4,11 +4,7 @@
 # usage: test_cli.sh PATH/TO/ztrain
 set -u
 ztrain=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+. "$(dirname "$0")/common.sh"
 
 # expect CODE PATTERN -- command...: exit code and a fixed string in the output.
 expect() {
@@ -49,8 +45,4 @@ out=$("$ztrain" sample --checkpoint "$dir/m.bin" --prompt "GNU" --tokens 40 --se
 [ "$(printf '%s' "$out" | wc -c)" -ge 40 ] || fail "sample printed fewer than 40 bytes: $out"
 expect 1 "checkpoint '$dir/none.bin': cannot open" -- "$ztrain" sample --checkpoint "$dir/none.bin"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "all CLI checks passed"
+finish "all CLI checks passed"

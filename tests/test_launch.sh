@@ -4,10 +4,8 @@
 # usage: test_launch.sh MPIRUN ZTRAIN
 set -u
 mpirun=$1 ztrain=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+here=$(dirname "$0")
+. "$here/common.sh"
 launch() { timeout 120 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none "$@"; }
 
 cat > "$dir/c.json" <<JSON
@@ -23,16 +21,8 @@ launch -np 2 "$ztrain" train --config "$dir/c.json" --metrics "$dir/np2.jsonl" >
 "$ztrain" train --config "$dir/c.json" --set train_micro_batch_size_per_gpu=8 --metrics "$dir/np1.jsonl" \
   > "$dir/np1.out" 2>&1 || fail "np=1 run failed: $(cat "$dir/np1.out")"
 
-python3 - "$dir/np1.jsonl" "$dir/np2.jsonl" <<'PY' || fail "losses of np=2 differ from np=1"
-import json, sys
-a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
-assert len(a) == len(b) == 8 + 2, (len(a), len(b))
-for x, y in zip(a, b):
-    for k in ("loss", "val_loss", "grad_norm"):
-        if k in x:
-            assert abs(x[k] - y[k]) <= 1e-5 * abs(x[k]), (k, x, y)
-print("np=2 matches np=1 on", len(a), "lines")
-PY
+python3 "$here/compare_metrics.py" "$dir/np1.jsonl" "$dir/np2.jsonl" --lines $((8 + 2)) ||
+  fail "losses of np=2 differ from np=1"
 [ "$(grep -c '^step .*/8 |' "$dir/np2.out")" -eq 8 ] || fail "expected 8 progress lines (rank 0 only): $(cat "$dir/np2.out")"
 grep -q "2 ranks (mpi, 2 on this host)" "$dir/np2.out" || fail "banner does not show 2 MPI ranks: $(cat "$dir/np2.out")"
 
@@ -42,5 +32,4 @@ launch -np 2 "$ztrain" train --config "$dir/c.json" --set train_batch_size=4 > "
 grep -q "\[rank [01]\] error: config: train_batch_size: 4 != " "$dir/bad.out" ||
   fail "no rank-prefixed batch-size error: $(cat "$dir/bad.out")"
 
-[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
-echo "launch checks passed"
+finish "launch checks passed"

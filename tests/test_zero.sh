@@ -10,10 +10,8 @@
 # usage: test_zero.sh MPIRUN ZTRAIN
 set -u
 mpirun=$1 ztrain=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+here=$(dirname "$0")
+. "$here/common.sh"
 
 cat > "$dir/c.json" <<JSON
 {"model": {"n_layer": 6, "n_head": 2, "n_embd": 32, "max_seq_len": 32},
@@ -55,11 +53,13 @@ run np3_s2_allreduce 3 --set zero_optimization.stage=2 --set train_micro_batch_s
   --set zero_optimization.reduce_scatter=false --set zero_optimization.allgather_bucket_size=1
 run np2_full_shard 2 --set zero_optimization.sharding_strategy=FULL_SHARD --set train_micro_batch_size_per_gpu=6
 
-python3 - "$dir" <<'PY' || fail "a ZeRO run differs from stage 0 on one rank (see above)"
-import array, glob, json, os, sys
+python3 - "$dir" "$here" <<'PY' || fail "a ZeRO run differs from stage 0 on one rank (see above)"
+import array, glob, os, sys
 d = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from compare_metrics import load, worst_relative
 def lines(name):
-    return [json.loads(l) for l in open(os.path.join(d, name + ".jsonl"))]
+    return load(os.path.join(d, name + ".jsonl"))
 ref = lines("ref")
 assert len(ref) == 20 + 2, len(ref)  # val lines at steps 10 and 20
 clipped = sum(1 for r in ref if r.get("grad_norm", 0) > 0.5)
@@ -72,13 +72,9 @@ for path in sorted(glob.glob(os.path.join(d, "*.jsonl"))):
     got = lines(name)
     if len(got) != len(ref):
         print(f"{name}: {len(got)} lines, expected {len(ref)}"); bad += 1; continue
-    worst = 0.0
     # Validation batches are micro-batches: with accumulation they cover fewer rows.
     keys = ("loss", "grad_norm") if "accum" in name else ("loss", "val_loss", "grad_norm")
-    for a, b in zip(ref, got):
-        for k in keys:
-            if k in a:
-                worst = max(worst, abs(a[k] - b[k]) / abs(a[k]))
+    worst, _ = worst_relative(ref, got, keys)
     print(f"{name}: worst relative difference {worst:.2e}")
     if worst > 1e-5:
         bad += 1
@@ -112,5 +108,4 @@ sys.exit(1 if bad else 0)
 PY
 
 grep -q "ZeRO stage 3" "$dir/np2_s3_accum2.out" || fail "banner does not name the stage: $(head -3 "$dir/np2_s3_accum2.out")"
-[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
-echo "ZeRO checks passed"
+finish "ZeRO checks passed"

@@ -10,6 +10,7 @@
 #include "comm/process_group.hpp"
 #include "models/gpt2.hpp"
 #include "runtime/config.hpp"
+#include "runtime/estimate.hpp"
 #include "runtime/sample.hpp"
 #include "runtime/trainer.hpp"
 
@@ -21,6 +22,7 @@ constexpr const char* kUsage = R"(usage:
   ztrain train --config FILE [--set dotted.key=value]... [--init-from PATH] [--train-data GLOB]
                [--steps N] [--seed N] [--metrics FILE] [--trace FILE]
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X] [--seed N]
+  ztrain estimate --config FILE [--world-size N] [--set dotted.key=value]... [--format table|json]
   ztrain --help | --version
 )";
 
@@ -115,6 +117,27 @@ int cmd_sample(int argc, char** argv) {
   return 0;
 }
 
+// Per-rank memory of a step for stages 0-3 (runtime/estimate.hpp). One process, no MPI and no
+// data: it only reads the config (and an init_from checkpoint's header).
+int cmd_estimate(int argc, char** argv) {
+  std::string config, format = "table";
+  std::vector<std::string> overrides;
+  long world = 1;
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--world-size", "--format"})) {
+    if (flag == "--config") config = value;
+    else if (flag == "--set") overrides.push_back(value);
+    else if (flag == "--world-size") world = parse_int(flag, value);
+    else format = value;
+  }
+  if (config.empty()) throw UsageError("estimate needs --config FILE");
+  if (world < 1 || world > (1 << 24)) throw UsageError("--world-size must be in [1, 16777216]");
+  if (format != "table" && format != "json") throw UsageError("--format must be table or json, got '" + format + "'");
+  const Config cfg = load_config(config, overrides);
+  const MemoryEstimate e = estimate_memory(cfg, static_cast<int>(world));
+  std::cout << (format == "json" ? estimate_json(e) : format_estimate(cfg, e));
+  return 0;
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
@@ -139,6 +162,7 @@ int cli_main(int argc, char** argv) {
   try {
     if (cmd == "train") return cmd_train(argc, argv, *pg);
     if (cmd == "sample") return cmd_sample(argc, argv);
+    if (cmd == "estimate") return cmd_estimate(argc, argv);
     throw UsageError(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
     if (several) pg->fail(e.what(), 2);

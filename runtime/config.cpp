@@ -22,7 +22,7 @@ using nlohmann::json;
 // train differently here, so each is an error rather than ignored. A key leaves this table in the
 // same change that implements it.
 constexpr std::string_view kDeepSpeedNotYet[] = {
-    "fp16", "bf16", "bfloat16", "amp", "activation_checkpointing", "aio",
+    "amp", "activation_checkpointing", "aio",
     "checkpoint", "wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
     "wandb", "csv_monitor", "comms_logger", "monitor_config", "data_types",
     "communication_data_type", "prescale_gradients", "gradient_predivide_factor",
@@ -340,6 +340,45 @@ void in_unit_interval(const std::string& path, double v) {
   if (!(v >= 0.0 && v <= 1.0)) fail(path, "must be in [0, 1], got " + num(v));
 }
 
+// bf16 / bfloat16 (DeepSpeed takes either name) and fp16; each {"enabled": bool, ...}.
+void read_precision(Section& top, PrecisionConfig& p) {
+  bool bf16 = false, fp16 = false;
+  std::string bf16_key;
+  for (const char* key : {"bf16", "bfloat16"}) {
+    auto s = top.sub(key);
+    if (!s) continue;
+    if (!bf16_key.empty()) fail(key, "given together with " + bf16_key + " (DeepSpeed takes either name, not both)");
+    bf16_key = key;
+    s->get("enabled", bf16);
+    bool immediate = false;  // DeepSpeed's immediate_grad_update changes nothing here: grads are always reduced per unit
+    s->get("immediate_grad_update", immediate);
+    s->done();
+  }
+  if (auto s = top.sub("fp16")) {
+    s->get("enabled", fp16);
+    s->get("loss_scale", p.loss_scale);
+    s->get("initial_scale_power", p.initial_scale_power);
+    s->get("loss_scale_window", p.loss_scale_window);
+    s->get("hysteresis", p.hysteresis);
+    s->get("consecutive_hysteresis", p.consecutive_hysteresis);
+    s->get("min_loss_scale", p.min_loss_scale);
+    for (const char* k : {"auto_cast", "fp16_master_weights_and_grads"})
+      if (const json* v = s->find(k); v && *v != json(false))
+        fail(s->path(k), "is a DeepSpeed fp16 option that ztrain does not implement yet");
+    s->done();
+    if (fp16) {
+      at_least(s->path("loss_scale"), p.loss_scale, 0.0);
+      if (p.initial_scale_power < 0 || p.initial_scale_power > 64)
+        fail(s->path("initial_scale_power"), "must be in [0, 64], got " + num(p.initial_scale_power));
+      at_least(s->path("loss_scale_window"), p.loss_scale_window, 1);
+      at_least(s->path("hysteresis"), p.hysteresis, 1);
+      positive(s->path("min_loss_scale"), p.min_loss_scale);
+    }
+  }
+  if (bf16 && fp16) fail("fp16.enabled", "and " + bf16_key + ".enabled are both true; choose one");
+  p.dtype = bf16 ? "bf16" : fp16 ? "f16" : "f32";
+}
+
 // Runs after every section was read and checked for unknown keys, so a typo is reported as such
 // rather than as the constraint its default happens to break.
 void check_values(Config& c, const Seen& seen) {
@@ -510,6 +549,7 @@ Config parse_config(const json& j) {
   read_optimizer(top, c.optimizer);
   read_scheduler(top, c.scheduler, seen);
   read_zero(top, c.zero);
+  read_precision(top, c.precision);
   seen.train_batch_size = top.get("train_batch_size", c.train_batch_size);
   top.get("train_micro_batch_size_per_gpu", c.micro_batch);
   top.get("gradient_accumulation_steps", c.grad_accum);

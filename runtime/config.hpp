@@ -91,6 +91,21 @@ struct ZeroConfig {
   int64_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold
 };
 
+// DeepSpeed's bf16 and fp16 sections ([Note: mixed precision] in runtime/zero/sharded_unit.hpp).
+// fp16 scales the loss dynamically, with DeepSpeed's rules and defaults: loss_scale 0 means
+// dynamic, starting at 2^initial_scale_power; an overflow (inf or NaN in any rank's gradients)
+// skips the step and, after `hysteresis` overflows, halves the scale (not below min_loss_scale);
+// loss_scale_window steps without overflow double it.
+struct PrecisionConfig {
+  std::string dtype = "f32";  // "f32", "bf16" or "f16"
+  double loss_scale = 0.0;    // fp16: 0 = dynamic, else this fixed scale
+  int initial_scale_power = 16;
+  int loss_scale_window = 1000;
+  int hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1.0;
+};
+
 struct Config {
   ModelConfig model;
   DataConfig data;
@@ -98,6 +113,7 @@ struct Config {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;
+  PrecisionConfig precision;
   int train_batch_size = 0;  // 0: not given (then micro * accumulation * world size)
   int micro_batch = 4;       // train_micro_batch_size_per_gpu
   int grad_accum = 1;        // gradient_accumulation_steps

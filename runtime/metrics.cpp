@@ -1,5 +1,6 @@
 #include "runtime/metrics.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -24,9 +25,15 @@ void MetricsWriter::write(const StepStats& s) {
   nlohmann::json peak;
   for (size_t c = 0; c < kMemCategories; ++c) peak[std::string(category_name(static_cast<MemCategory>(c)))] = s.mem.peak[c];
   peak["total"] = s.mem.total_peak;
-  line(nlohmann::json{{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"ms", s.ms},
-                      {"tokens_per_s", s.tokens_per_s}, {"tflops", s.tflops}, {"peak_bytes", peak}}
-           .dump());
+  nlohmann::json j{{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"ms", s.ms}, {"tokens_per_s", s.tokens_per_s},
+                   {"tflops", s.tflops}, {"peak_bytes", peak}};
+  // JSON has no inf: a skipped step's norm is left out.
+  if (std::isfinite(s.grad_norm)) j["grad_norm"] = s.grad_norm;
+  if (s.loss_scale > 0) {
+    j["loss_scale"] = s.loss_scale;
+    j["skipped"] = s.skipped;
+  }
+  line(j.dump());
 }
 
 void MetricsWriter::write_val(int step, double val_loss) {
@@ -54,12 +61,14 @@ std::string run_banner(const Trainer& t) {
                 "model gpt2: n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), max_seq_len %d, %.2fM parameters\n"
                 "batch: micro %d x accumulation %d x %d ranks (%s, %d on this host), seq_len %d (%d tokens a step); "
                 "%d threads a rank; %d steps\n"
-                "ZeRO stage %d: %s; collectives progress by %s",
+                "ZeRO stage %d: %s; %s; collectives progress by %s",
                 d.n_layer, d.n_head, d.n_embd, d.vocab_size, d.padded_vocab_size, d.max_seq_len,
                 static_cast<double>(gpt2_num_params(d)) / 1e6, c.micro_batch, c.grad_accum, t.comm().size(),
                 std::string(t.comm().backend()).c_str(), t.comm().local_size(), c.data.seq_len,
                 c.micro_batch * c.grad_accum * t.comm().size() * c.data.seq_len, cpu::num_threads(), c.train.steps,
                 c.zero.stage, kSharded[c.zero.stage],
+                c.precision.dtype == "f32" ? "fp32" : c.precision.dtype == "bf16" ? "bf16 parameters and gradients, fp32 masters"
+                                                                                   : "fp16 parameters and gradients, fp32 masters, loss scaling",
                 t.comm().progress() == CommProgress::poll ? "polling at unit boundaries" : "a progress thread");
   return buf;
 }
@@ -70,7 +79,12 @@ std::string progress_line(const StepStats& s, int total_steps) {
                 "step %5d/%d | loss %.4f | lr %.3e | grad norm %.3f | %.1f ms | %.0f tok/s | %.1f GFLOP/s | peak %s",
                 s.step, total_steps, s.loss, s.lr, s.grad_norm, s.ms, s.tokens_per_s, s.tflops * 1e3,
                 human_bytes(s.mem.total_peak).c_str());
-  return buf;
+  std::string line = buf;
+  if (s.loss_scale > 0) {
+    std::snprintf(buf, sizeof buf, " | loss scale %g%s", s.loss_scale, s.skipped ? " | overflow: step skipped" : "");
+    line += buf;
+  }
+  return line;
 }
 
 std::string trace_summary(const Trace& t, const std::string& path) {

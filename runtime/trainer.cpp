@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -37,7 +38,7 @@ Trainer::Trainer(const Config& cfg, std::unique_ptr<Communicator> own) : Trainer
 }
 
 Trainer::Trainer(const Config& cfg, Communicator& comm)
-    : cfg_(cfg), comm_(comm), B_(cfg.micro_batch), T_(cfg.data.seq_len) {
+    : cfg_(cfg), comm_(comm), B_(cfg.micro_batch), T_(cfg.data.seq_len), scaler_(cfg.precision) {
   // threads = 0 shares the host's cores among the ranks on it: oversubscribed OpenMP teams spin
   // at their barriers and run many times slower.
   cpu::set_num_threads(cfg.train.threads ? cfg.train.threads : std::max(1, omp_get_num_procs() / comm_.local_size()));
@@ -56,7 +57,14 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +
                       std::to_string(dims.max_seq_len));
   model_ = std::make_unique<GPT2>(dims);
-  engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer);
+  engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer,
+                                         dtype_from_name(cfg_.precision.dtype));
+  if (const char* poison = std::getenv("ZT_POISON_GRADS")) {  // testing aid: "RANK:STEP"
+    int rank = -1, step = -1;
+    if (std::sscanf(poison, "%d:%d", &rank, &step) != 2)
+      throw std::invalid_argument("ZT_POISON_GRADS: expected RANK:STEP, got '" + std::string(poison) + "'");
+    if (rank == comm_.rank()) poison_step_ = step;
+  }
   if (!cfg_.train.trace.empty()) {
     trace_ = std::make_unique<Trace>(comm_.rank());
     engine_->set_trace(trace_.get());
@@ -84,29 +92,34 @@ StepStats Trainer::step() {
   engine_->begin_step();
 
   // Each micro-batch's loss is a mean over its tokens; seeding backward with 1/accumulation makes
-  // the summed gradients those of the mean over the whole batch.
+  // the summed gradients those of the mean over the whole batch (times fp16's loss scale).
   const int accum = cfg_.grad_accum;
+  const double loss_scale = scaler_.scale();
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
     train_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
     engine_->begin_pass(micro == accum - 1);
     Tensor loss = model_->forward(tape_, inputs_, targets_);
     loss_sum += loss.data<float>()[0];
-    tape_.backward(loss, 1.0f / static_cast<float>(accum));
+    tape_.backward(loss, static_cast<float>(loss_scale / accum));
     engine_->end_pass();
   }
 
   const auto update_start = clock::now();
-  const double norm = engine_->grad_norm();
-  // torch.nn.utils.clip_grad_norm_'s rule, so clipped runs compare with PyTorch's.
-  float scale = 1.0f;
-  if (cfg_.gradient_clipping > 0.0) {
-    const double coef = cfg_.gradient_clipping / (norm + 1e-6);
-    if (coef < 1.0) scale = static_cast<float>(coef);
-  }
-  const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, steps_done_);
   ++steps_done_;
-  engine_->update(static_cast<float>(lr), scale, steps_done_);
+  if (steps_done_ == poison_step_) engine_->poison_grads();
+  // fp16: an inf or NaN on any rank skips the step on every rank.
+  const bool skipped = scaler_.active() && engine_->grads_overflowed();
+  const double norm = skipped ? std::numeric_limits<double>::infinity() : engine_->grad_norm() / loss_scale;
+  const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, updates_done_);
+  if (!skipped) {
+    // torch.nn.utils.clip_grad_norm_'s rule, so clipped runs compare with PyTorch's.
+    double coef = 1.0;
+    if (cfg_.gradient_clipping > 0.0) coef = std::min(1.0, cfg_.gradient_clipping / (norm + 1e-6));
+    ++updates_done_;
+    engine_->update(static_cast<float>(lr), static_cast<float>(coef / loss_scale), updates_done_);
+  }
+  scaler_.update(skipped);
   profile_.add("norm+adamw", false, std::chrono::duration<double>(clock::now() - update_start).count());
 
   StepStats s;
@@ -114,6 +127,8 @@ StepStats Trainer::step() {
   s.loss = mean_over_ranks(loss_sum / accum);
   s.lr = lr;
   s.grad_norm = norm;
+  s.loss_scale = scaler_.active() ? loss_scale : 0.0;
+  s.skipped = skipped;
   s.ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
   const double tokens = static_cast<double>(B_) * T_ * accum * comm_.size();
   s.tokens_per_s = tokens / (s.ms / 1e3);

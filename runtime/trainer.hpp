@@ -12,6 +12,7 @@
 #include "models/gpt2.hpp"
 #include "runtime/config.hpp"
 #include "runtime/data.hpp"
+#include "runtime/loss_scaler.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/zero/engine.hpp"
 #include "tensor/allocator.hpp"
@@ -23,7 +24,9 @@ struct StepStats {
   int step = 0;  // 1-based, after the update
   double loss = 0;       // mean over the step's micro-batches, before the update
   double lr = 0;
-  double grad_norm = 0;  // before clipping
+  double grad_norm = 0;  // before clipping (inf for a skipped step)
+  double loss_scale = 0;  // fp16's, this step's; 0 without fp16
+  bool skipped = false;   // fp16: a gradient overflowed on some rank, so no update
   double ms = 0;
   double tokens_per_s = 0;
   double tflops = 0;     // achieved, llm.c's FLOP count
@@ -75,6 +78,9 @@ class Trainer {
   std::unique_ptr<DataLoader> train_, val_;
   OpProfile profile_;
   int steps_done_ = 0;
+  int updates_done_ = 0;  // steps not skipped: AdamW's t and the LR schedule's position
+  int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
+  LossScaler scaler_;
   Tensor inputs_, targets_;
 };
 

@@ -10,3 +10,17 @@ finish() {
   [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
   echo "$1"
 }
+
+# train NAME NP [ztrain train args...]: trains with $dir/c.json, metrics in $dir/NAME.jsonl and
+# output in $dir/NAME.out, on NP ranks under $mpirun (one rank: no mpirun at all); a failure or a
+# run past 120 s counts as a failed check. ZT_POISON_GRADS, when set, reaches every rank.
+train() {
+  name=$1 np=$2
+  shift 2
+  if [ "$np" -eq 1 ]; then
+    timeout 120 "$ztrain" train --config "$dir/c.json" --metrics "$dir/$name.jsonl" "$@" > "$dir/$name.out" 2>&1
+  else
+    timeout 120 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none ${ZT_POISON_GRADS:+-x ZT_POISON_GRADS} \
+      -np "$np" "$ztrain" train --config "$dir/c.json" --metrics "$dir/$name.jsonl" "$@" > "$dir/$name.out" 2>&1
+  fi || fail "$name failed: $(cat "$dir/$name.out")"
+}

@@ -170,7 +170,7 @@ TEST_CASE("unknown keys at every depth") {
 }
 
 TEST_CASE("DeepSpeed keys that are not implemented yet") {
-  for (const char* key : {"fp16", "bf16", "activation_checkpointing", "wandb",
+  for (const char* key : {"amp", "activation_checkpointing", "wandb",
                           "hybrid_engine", "weight_quantization", "wall_clock_breakdown"}) {
     CAPTURE(key);
     json j = minimal();
@@ -240,6 +240,30 @@ TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not th
         "config: train.comm_progress: expected \"auto\", \"thread\" or \"poll\", got \"spin\"");
   CHECK(error_of({"zero_optimization.overlap_com=true"}) ==
         "config: zero_optimization.overlap_com: unknown key (did you mean 'overlap_comm'?)");
+}
+
+TEST_CASE("bf16 and fp16: DeepSpeed's sections") {
+  CHECK(zt::parse_config(minimal()).precision.dtype == "f32");
+  CHECK(zt::parse_config(with({"bf16.enabled=true"})).precision.dtype == "bf16");
+  CHECK(zt::parse_config(with({"bfloat16.enabled=true"})).precision.dtype == "bf16");
+  CHECK(zt::parse_config(with({"bf16.enabled=false"})).precision.dtype == "f32");
+  const Config c = zt::parse_config(with({"fp16.enabled=true", "fp16.initial_scale_power=12", "fp16.loss_scale_window=50",
+                                          "fp16.hysteresis=1", "fp16.min_loss_scale=0.5"}));
+  CHECK(c.precision.dtype == "f16");
+  CHECK(c.precision.initial_scale_power == 12);
+  CHECK(c.precision.loss_scale_window == 50);
+  CHECK(c.precision.hysteresis == 1);
+  CHECK(c.precision.min_loss_scale == 0.5);
+  CHECK(error_of({"fp16.enabled=true", "bf16.enabled=true"}) ==
+        "config: fp16.enabled: and bf16.enabled are both true; choose one");
+  CHECK(error_of({"bf16.enabled=true", "bfloat16.enabled=true"}) ==
+        "config: bfloat16: given together with bf16 (DeepSpeed takes either name, not both)");
+  CHECK(error_of({"fp16.enabled=true", "fp16.hysteresis=0"}) == "config: fp16.hysteresis: must be >= 1, got 0");
+  CHECK(error_of({"fp16.enabled=true", "fp16.initial_scale_power=99"}) ==
+        "config: fp16.initial_scale_power: must be in [0, 64], got 99");
+  CHECK(error_of({"fp16.enabled=true", "fp16.auto_cast=true"}) ==
+        "config: fp16.auto_cast: is a DeepSpeed fp16 option that ztrain does not implement yet");
+  CHECK(error_of({"bf16.enable=true"}) == "config: bf16.enable: unknown key (did you mean 'enabled'?)");
 }
 
 TEST_CASE("wrong types") {

@@ -23,35 +23,23 @@ cat > "$dir/c.json" <<JSON
                        "reduce_bucket_size": 13000}}
 JSON
 
-# run NAME NP [--set ...]: metrics in $dir/NAME.jsonl
-run() {
-  name=$1 np=$2
-  shift 2
-  if [ "$np" -eq 1 ]; then
-    timeout 120 "$ztrain" train --config "$dir/c.json" --metrics "$dir/$name.jsonl" "$@" > "$dir/$name.out" 2>&1
-  else
-    timeout 120 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
-      "$ztrain" train --config "$dir/c.json" --metrics "$dir/$name.jsonl" "$@" > "$dir/$name.out" 2>&1
-  fi || fail "$name failed: $(cat "$dir/$name.out")"
-}
-
-run ref 1 --set train.save_model="$dir/ref.bin"
+train ref 1 --set train.save_model="$dir/ref.bin"
 for np in 1 2 3 4; do
   for stage in 0 1 2 3; do
-    run "np${np}_s${stage}" "$np" --set zero_optimization.stage="$stage" \
+    train "np${np}_s${stage}" "$np" --set zero_optimization.stage="$stage" \
       --set train_micro_batch_size_per_gpu=$((12 / np))
   done
 done
-run accum4 1 --set train_micro_batch_size_per_gpu=3 --set gradient_accumulation_steps=4
-run np2_s3_accum2 2 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=3 \
+train accum4 1 --set train_micro_batch_size_per_gpu=3 --set gradient_accumulation_steps=4
+train np2_s3_accum2 2 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=3 \
   --set gradient_accumulation_steps=2 --set train.save_model="$dir/s3.bin"
-run np2_s3_blocking 2 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=6 \
+train np2_s3_blocking 2 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=6 \
   --set zero_optimization.overlap_comm=false --set zero_optimization.stage3_prefetch_bucket_size=0
-run np3_s3_live 3 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=4 \
+train np3_s3_live 3 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=4 \
   --set zero_optimization.stage3_max_live_parameters=20000 --set zero_optimization.reduce_bucket_size=1
-run np3_s2_allreduce 3 --set zero_optimization.stage=2 --set train_micro_batch_size_per_gpu=4 \
+train np3_s2_allreduce 3 --set zero_optimization.stage=2 --set train_micro_batch_size_per_gpu=4 \
   --set zero_optimization.reduce_scatter=false --set zero_optimization.allgather_bucket_size=1
-run np2_full_shard 2 --set zero_optimization.sharding_strategy=FULL_SHARD --set train_micro_batch_size_per_gpu=6
+train np2_full_shard 2 --set zero_optimization.sharding_strategy=FULL_SHARD --set train_micro_batch_size_per_gpu=6
 
 python3 - "$dir" "$here" <<'PY' || fail "a ZeRO run differs from stage 0 on one rank (see above)"
 import array, glob, os, sys

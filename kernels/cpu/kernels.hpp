@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/dtype.hpp"
+
 namespace zt::cpu {
 
 void set_num_threads(int n);  // n <= 0: all cores
@@ -60,6 +62,12 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
 
 // Sum of squares in double (for the global gradient norm across shards).
 double sum_squares(const float* x, size_t n);
+
+// out = in converted from one of f32, bf16, f16 to another (rounding to nearest even); the same
+// dtype is a copy. Throws std::invalid_argument for other dtypes.
+void cast(void* out, DType to, const void* in, DType from, size_t n);
+// Whether any of x[0..n) is inf or NaN (fp16 overflow checks).
+bool any_nonfinite(const float* x, size_t n);
 
 void f32_to_bf16(uint16_t* out, const float* in, size_t n);
 void bf16_to_f32(float* out, const uint16_t* in, size_t n);

@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <deque>
+#include <limits>
 
 namespace zt {
 
-ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt)
+ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
+                       DType wire)
     : model_(model), comm_(comm), cfg_(zero) {
   std::vector<std::vector<int>> borrowed;
   units_.reserve(model.num_units());
@@ -15,7 +17,7 @@ ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroCo
     for (const ParamSpec& p : lay.params)
       if (p.decay) decayed.emplace_back(p.offset, p.offset + shape_numel(p.shape));
     const bool small = lay.numel < cfg_.param_persistence_threshold;
-    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, small, comm, opt);
+    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, small, comm, opt, wire);
     model.bind_unit(u, units_.back().param_view(), units_.back().grad_view());
     borrowed.push_back(model.borrowed_units(u));
   }
@@ -78,6 +80,20 @@ void ZeroEngine::set_trace(Trace* t) {
   trace_ = t;
   scheduler_->set_trace(t);
   for (ShardedUnit& x : units_) x.set_trace(t);
+}
+
+bool ZeroEngine::grads_overflowed() {
+  bool bad = false;
+  for (const ShardedUnit& x : units_) bad = bad || x.grads_nonfinite();
+  if (comm_.size() == 1) return bad;
+  Tensor t = Tensor::empty({1}, DType::i32, MemCategory::communication);
+  t.data<int32_t>()[0] = bad ? 1 : 0;
+  comm_.all_reduce(t, ReduceOp::max);
+  return t.data<int32_t>()[0] != 0;
+}
+
+void ZeroEngine::poison_grads() {
+  units_.front().grad_shard().data<float>()[0] = std::numeric_limits<float>::infinity();
 }
 
 void ZeroEngine::update(float lr, float grad_scale, int t) {

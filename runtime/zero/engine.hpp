@@ -26,8 +26,9 @@ namespace zt {
 class ZeroEngine {
  public:
   // Binds `model`'s units to this rank's buffers and hooks the scheduler onto `tape`; all three
-  // and `comm` outlive the engine.
-  ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt);
+  // and `comm` outlive the engine. `wire`: f32, or bf16/f16 ([Note: mixed precision]).
+  ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
+             DType wire = DType::f32);
 
   int stage() const { return cfg_.stage; }
   const std::vector<ShardedUnit>& units() const { return units_; }
@@ -48,6 +49,11 @@ class ZeroEngine {
   void end_pass();
   // The global gradient norm (over every rank's shard).
   double grad_norm();
+  // Whether any rank's gradients hold an inf or NaN; every rank gets the same answer.
+  bool grads_overflowed();
+  // Testing aid: makes this rank's gradients non-finite (one element of the first unit's shard),
+  // as an fp16 overflow would.
+  void poison_grads();
   // AdamW on this rank's shards, then the full parameters that stay (stages 1-2, persistent
   // stage-3 units) are all-gathered again, allgather_bucket_size elements in flight at most.
   void update(float lr, float grad_scale, int t);

@@ -10,24 +10,38 @@ namespace zt {
 
 namespace {
 
-Tensor kept(int64_t n, MemCategory c) { return Tensor::zeros({n}, DType::f32, c); }
-Tensor absent(int64_t n, MemCategory c) { return Tensor::meta({n}, DType::f32, c); }
+Tensor kept(int64_t n, MemCategory c, DType t = DType::f32) { return Tensor::zeros({n}, t, c); }
+Tensor absent(int64_t n, MemCategory c, DType t = DType::f32) { return Tensor::meta({n}, t, c); }
+
+void cast_into(const Tensor& from, const Tensor& to) {
+  cpu::cast(to.raw(), to.dtype(), from.raw(), from.dtype(), static_cast<size_t>(from.numel()));
+}
 
 }  // namespace
 
 ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
-                         Communicator& comm, const OptimizerConfig& opt)
+                         Communicator& comm, const OptimizerConfig& opt, DType wire)
     : name_(std::move(name)),
       stage_(stage),
       persistent_(stage < 3 || persistent),
       comm_(&comm),
       geo_(shard_geometry(numel, comm.size(), comm.rank())),
-      state_(persistent_ ? ParamState::gathered : ParamState::sharded) {
-  const int64_t P = geo_.padded(), S = geo_.shard;
+      state_(persistent_ ? ParamState::gathered : ParamState::sharded),
+      wire_(wire) {
+  const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;  // M: the master's length
   full_params_ = persistent_ ? kept(P, MemCategory::parameters) : absent(P, MemCategory::parameters);
-  if (stage_ == 0) master_ = full_params_;
-  else if (stage_ < 3) master_ = full_params_.view(geo_.begin(), {S});
-  else master_ = kept(S, MemCategory::parameters);
+  if (mixed()) {
+    master_ = kept(M, MemCategory::optimizer);
+    shard16_ = kept(M, MemCategory::parameters, wire_);
+    wire_params_ = absent(P, MemCategory::parameters, wire_);
+    wire_grads_ = absent(P, MemCategory::gradients, wire_);
+  } else if (stage_ == 0) {
+    master_ = full_params_;
+  } else if (stage_ < 3) {
+    master_ = full_params_.view(geo_.begin(), {S});
+  } else {
+    master_ = kept(S, MemCategory::parameters);
+  }
 
   full_grads_ = stage_ < 2 ? kept(P, MemCategory::gradients) : absent(P, MemCategory::gradients);
   if (stage_ == 0) grad_shard_ = full_grads_;
@@ -43,8 +57,13 @@ void ShardedUnit::start_gather() {
   if (state_ != ParamState::sharded) throw std::logic_error("unit " + name_ + ": gather of a unit that is not sharded");
   full_params_.storage()->materialize();
   param_started_ = Trace::clock::now();
-  // In place at stages 1-2 (the master is this rank's slice of the full buffer).
-  param_work_ = comm_->all_gather_async(master_, full_params_);
+  if (mixed()) {
+    wire_params_.storage()->materialize();
+    param_work_ = comm_->all_gather_async(shard16_, wire_params_);
+  } else {
+    // In place at stages 1-2 (the master is this rank's slice of the full buffer).
+    param_work_ = comm_->all_gather_async(master_, full_params_);
+  }
   state_ = ParamState::gathering;
 }
 
@@ -56,21 +75,25 @@ void ShardedUnit::trace(TraceLane lane, const char* what, Trace::clock::time_poi
   trace_->span(lane, std::string(what) + " " + name_, begin, std::max(begin, end));
 }
 
-bool ShardedUnit::gather_done() {
-  if (state_ == ParamState::gathering && param_work_->test()) {
-    trace(TraceLane::all_gather, "all_gather", param_started_, param_work_);
-    param_work_.reset();
-    state_ = ParamState::gathered;
+void ShardedUnit::finish_gather() {
+  trace(TraceLane::all_gather, "all_gather", param_started_, param_work_);
+  param_work_.reset();
+  if (mixed()) {  // compute widens the 16-bit parameters
+    cast_into(wire_params_, full_params_);
+    wire_params_.storage()->release();
   }
+  state_ = ParamState::gathered;
+}
+
+bool ShardedUnit::gather_done() {
+  if (state_ == ParamState::gathering && param_work_->test()) finish_gather();
   return state_ == ParamState::gathered;
 }
 
 void ShardedUnit::wait_gather() {
   if (state_ != ParamState::gathering) return;
   param_work_->wait();
-  trace(TraceLane::all_gather, "all_gather", param_started_, param_work_);
-  param_work_.reset();
-  state_ = ParamState::gathered;
+  finish_gather();
 }
 
 void ShardedUnit::release() {
@@ -86,8 +109,18 @@ void ShardedUnit::materialize_full_params() {
 }
 
 void ShardedUnit::full_params_written() {
-  if (stage_ == 3)
+  if (mixed()) {
+    // Every rank rounds the same full buffer, so the kept full parameters of stages 0-2 are the
+    // 16-bit values everywhere, as if they had been gathered; the master starts from them too.
+    Tensor rounded = Tensor::empty({geo_.padded()}, wire_, MemCategory::other);
+    cast_into(full_params_, rounded);
+    cast_into(rounded, full_params_);
+    const int64_t begin = stage_ == 0 ? 0 : geo_.begin();
+    cast_into(rounded.view(begin, {master_.numel()}), shard16_);
+    cast_into(full_params_.view(begin, {master_.numel()}), master_);
+  } else if (stage_ == 3) {
     std::memcpy(master_.raw(), full_params_.view(geo_.begin(), {geo_.shard}).raw(), master_.nbytes());
+  }
   state_ = ParamState::gathered;
 }
 
@@ -107,10 +140,16 @@ void ShardedUnit::start_reduce(bool scatter) {
   grad_started_ = Trace::clock::now();
   grad_all_reduce_ = stage_ == 0 || !scatter;
   if (comm_->size() > 1) {
+    Tensor buf = full_grads_;
+    if (mixed()) {  // the reduction runs on a 16-bit copy
+      wire_grads_.storage()->materialize();
+      cast_into(full_grads_, wire_grads_);
+      buf = wire_grads_;
+    }
     if (grad_all_reduce_)
-      grad_work_ = comm_->all_reduce_async(full_grads_, full_grads_, ReduceOp::avg);
+      grad_work_ = comm_->all_reduce_async(buf, buf, ReduceOp::avg);
     else
-      grad_work_ = comm_->reduce_scatter_async(full_grads_, full_grads_.view(geo_.begin(), {geo_.shard}), ReduceOp::avg);
+      grad_work_ = comm_->reduce_scatter_async(buf, buf.view(geo_.begin(), {geo_.shard}), ReduceOp::avg);
     return;
   }
   finish_reduce();  // one rank: the average is the gradient itself
@@ -128,12 +167,24 @@ void ShardedUnit::wait_reduce() {
 }
 
 void ShardedUnit::finish_reduce() {
-  if (grad_work_)
+  const Tensor slice = full_grads_.view(geo_.begin(), {geo_.shard});
+  if (grad_work_) {
     trace(grad_all_reduce_ ? TraceLane::all_reduce : TraceLane::reduce_scatter,
           grad_all_reduce_ ? "all_reduce" : "reduce_scatter", grad_started_, grad_work_);
+    if (mixed()) {  // back into the f32 gradients: all of them after an all-reduce, else this rank's slice
+      if (grad_all_reduce_) cast_into(wire_grads_, full_grads_);
+      else cast_into(wire_grads_.view(geo_.begin(), {geo_.shard}), slice);
+      wire_grads_.storage()->release();
+    }
+  } else if (mixed()) {
+    // One rank reduces nothing, but the gradients still take the 16-bit rounding they would have
+    // taken on the wire, so a run's numbers do not depend on whether there was a wire.
+    Tensor rounded = Tensor::empty({geo_.padded()}, wire_, MemCategory::gradients);
+    cast_into(full_grads_, rounded);
+    cast_into(rounded, full_grads_);
+  }
   grad_work_.reset();
   if (stage_ < 2) return;
-  const Tensor slice = full_grads_.view(geo_.begin(), {geo_.shard});
   float* shard = grad_shard_.data<float>();
   cpu::residual_forward(shard, shard, slice.data<float>(), static_cast<size_t>(geo_.shard));
   full_grads_.storage()->release();
@@ -143,9 +194,17 @@ double ShardedUnit::grad_sum_squares() const {
   return cpu::sum_squares(grad_shard_.data<float>(), static_cast<size_t>(grad_shard_.numel()));
 }
 
+bool ShardedUnit::grads_nonfinite() const {
+  return cpu::any_nonfinite(grad_shard_.data<float>(), static_cast<size_t>(grad_shard_.numel()));
+}
+
 void ShardedUnit::update(float lr, float grad_scale, int t) {
   if (state_ == ParamState::gathering) throw std::logic_error("unit " + name_ + ": update during its gather");
   opt_->step(lr, grad_scale, t);
+  if (mixed()) {
+    cast_into(master_, shard16_);
+    if (stage_ == 0) cast_into(shard16_, full_params_);  // stage 0's shard is the whole unit
+  }
   if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
   if (stage_ == 3 && !persistent_) release();  // a unit held for a whole-model save is stale now
 }

@@ -9,6 +9,14 @@
 //   3     | gathered while in use  | own buffer of S            | one micro-batch long  | own buffer of S
 // Stage 3 units under stage3_param_persistence_threshold keep their full parameters, like stage 2.
 // Kept full parameters of stages 1-3 are all-gathered from the masters after each update.
+//
+// [Note: mixed precision] With a 16-bit wire dtype (bf16.enabled, fp16.enabled) the masters are
+// fp32 buffers of their own (counted with AdamW's states, as DeepSpeed counts 12 bytes a
+// parameter), each rank keeps its shard of the parameters rounded to 16 bits, and parameters and
+// gradients travel in 16 bits: the all-gather fills a 16-bit full buffer, the reductions run on a
+// 16-bit copy of the gradients (accumulating in f32, rounded once: comm/communicator.hpp). On the
+// CPU compute widens to f32: the model's views are an f32 copy of the 16-bit values, so every
+// stage computes with the same rounded parameters. Gradient shards accumulate in f32.
 #pragma once
 
 #include <string>
@@ -28,9 +36,10 @@ enum class ParamState { sharded, gathering, gathered };
 
 class ShardedUnit {
  public:
-  // `decayed` lists the unit's weight-decayed element ranges; `comm` outlives the unit.
+  // `decayed` lists the unit's weight-decayed element ranges; `comm` outlives the unit. `wire` is
+  // f32, or bf16/f16 for [Note: mixed precision].
   ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
-              Communicator& comm, const OptimizerConfig& opt);
+              Communicator& comm, const OptimizerConfig& opt, DType wire = DType::f32);
   ShardedUnit(ShardedUnit&&) = default;
 
   const std::string& name() const { return name_; }
@@ -76,14 +85,18 @@ class ShardedUnit {
   // Records each collective on its lane from start to completion (null: no trace).
   void set_trace(Trace* t) { trace_ = t; }
 
-  // Sum of squares of this rank's gradients (stage 0: the whole unit, the same on every rank).
+  // Sum of squares of this rank's gradients (stage 0: the whole unit, the same on every rank),
+  // and whether any of them is inf or NaN.
   double grad_sum_squares() const;
+  bool grads_nonfinite() const;
   // AdamW over the master; gradients scaled by grad_scale. Leaves the state sharded where the
   // full parameters must be gathered again.
   void update(float lr, float grad_scale, int t);
 
  private:
   void finish_reduce();
+  void finish_gather();
+  bool mixed() const { return wire_ != DType::f32; }
   void trace(TraceLane lane, const char* what, Trace::clock::time_point begin, const WorkPtr& w) const;
 
   std::string name_;
@@ -92,7 +105,11 @@ class ShardedUnit {
   Communicator* comm_;
   ShardGeometry geo_;
   ParamState state_;
+  DType wire_;
   Tensor full_params_, master_, full_grads_, grad_shard_;
+  // [Note: mixed precision] only: this rank's 16-bit parameter shard, and the 16-bit full buffers
+  // the collectives fill (present while one is in flight).
+  Tensor shard16_, wire_params_, wire_grads_;
   std::unique_ptr<AdamW> opt_;
   WorkPtr param_work_, grad_work_;
   Trace* trace_ = nullptr;

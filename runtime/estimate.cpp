@@ -1,0 +1,472 @@
+#include "runtime/estimate.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <nlohmann/json.hpp>
+
+#include "models/gpt2.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/trainer.hpp"
+#include "runtime/zero/shard.hpp"
+
+namespace zt {
+
+namespace {
+
+size_t f32_bytes(int64_t elements) { return static_cast<size_t>(elements) * sizeof(float); }
+
+// ---- The ZeRO engine's buffers and the scheduler's rules, without the buffers -----------------
+
+// One rank's ShardedUnits and ZeroScheduler (runtime/zero/), replayed on `mem`: the same
+// decisions at the same hooks, each allocation and free charged where the runtime charges it.
+// Collectives never complete on their own here: a reduction ends (freeing its unit's full
+// gradients at stages 2-3) only where the rules force a wait, which gives the bound the rules
+// allow. Gathers need no such care: the full buffer is allocated when the gather starts and freed
+// by a release, whenever the gather completes.
+class ScheduleWalk {
+ public:
+  ScheduleWalk(const GPT2& model, const ZeroConfig& z, int world, MemAccounting& mem)
+      : cfg_(z), stage_(z.stage), world_(world), mem_(mem) {
+    for (int u = 0; u < model.num_units(); ++u) {
+      const int64_t n = model.layout()[u].numel;
+      units_.push_back({shard_geometry(n, world, 0), stage_ < 3 || n < z.param_persistence_threshold});
+      borrowed_.push_back(model.borrowed_units(u));
+    }
+  }
+
+  // What a rank holds from construction on ([Note: ZeRO buffers]): full parameters where kept,
+  // the stage-3 masters, full gradients (stages 0-1) or gradient shards (2-3), AdamW's m and v.
+  void hold_model_states() {
+    for (Unit& x : units_) {
+      const int64_t P = x.geo.padded(), S = x.geo.shard;
+      if (x.persistent) mem_.add(MemCategory::parameters, f32_bytes(P));
+      if (stage_ == 3) mem_.add(MemCategory::parameters, f32_bytes(S));
+      mem_.add(MemCategory::gradients, f32_bytes(stage_ < 2 ? P : S));
+      mem_.add(MemCategory::optimizer, 2 * f32_bytes(stage_ == 0 ? P : S));
+      x.gathered = x.persistent;
+      x.grads = stage_ < 2;
+    }
+  }
+
+  void begin_pass(bool reduce) {
+    if (!order_.empty()) frozen_ = true;
+    pos_ = 0;
+    reduce_ = reduce;
+    for (Unit& x : units_) x.writers_left = 0;
+    for (int u : order_)
+      for (int v : needs(u)) ++units_[v].writers_left;
+  }
+
+  void pre(int u, bool backward) {
+    record(u, backward);
+    for (int v : needs(u)) {
+      if (!units_[v].gathered) gather(v);
+      ++units_[v].users;
+      if (backward && !units_[v].grads) {  // prepare_grads
+        mem_.add(MemCategory::gradients, f32_bytes(units_[v].geo.padded()));
+        units_[v].grads = true;
+      }
+    }
+    prefetch();
+  }
+
+  void post(int u, bool backward) {
+    const std::vector<int> n = needs(u);
+    for (int v : n) --units_[v].users;
+    if (backward && reduce_)
+      for (int v : n)
+        if (--units_[v].writers_left == 0) reduce(v);
+    for (int v : n) {
+      const Unit& x = units_[v];
+      if (x.users == 0 && !x.persistent && x.gathered && !(frozen_ && needed_at(v, pos_ + 1))) release(v);
+    }
+    ++pos_;
+  }
+
+  void end_pass() {
+    while (!reducing_.empty()) {
+      finish_reduce(reducing_.front());
+      reducing_.pop_front();
+    }
+    for (int v = 0; v < static_cast<int>(units_.size()); ++v) {
+      if (!units_[v].persistent && units_[v].gathered) release(v);
+      units_[v].users = 0;
+    }
+  }
+
+ private:
+  struct Unit {
+    ShardGeometry geo;
+    bool persistent;
+    bool gathered = false;  // full parameters present (a gather in flight holds its buffer too)
+    bool grads = false;     // full gradients present
+    int users = 0, writers_left = 0;
+  };
+
+  // The first pass records the forward order; from its first backward on the schedule is frozen.
+  void record(int u, bool backward) {
+    if (frozen_) return;
+    if (!backward) {
+      order_.push_back(u);
+      return;
+    }
+    frozen_ = true;
+    begin_pass(reduce_);
+    pos_ = order_.size();
+  }
+
+  std::vector<int> needs(int u) const {
+    std::vector<int> n{u};
+    n.insert(n.end(), borrowed_[u].begin(), borrowed_[u].end());
+    return n;
+  }
+
+  bool needed_at(int u, size_t pos) const {
+    const size_t F = order_.size();
+    if (pos >= 2 * F) return false;
+    const int w = pos < F ? order_[pos] : order_[2 * F - 1 - pos];
+    const std::vector<int> n = needs(w);
+    return std::find(n.begin(), n.end(), u) != n.end();
+  }
+
+  void gather(int u) {
+    mem_.add(MemCategory::parameters, f32_bytes(units_[u].geo.padded()));
+    units_[u].gathered = true;
+  }
+
+  void release(int u) {
+    mem_.sub(MemCategory::parameters, f32_bytes(units_[u].geo.padded()));
+    units_[u].gathered = false;
+  }
+
+  int64_t live_numel() const {
+    int64_t n = 0;
+    for (const Unit& x : units_)
+      if (!x.persistent && x.gathered) n += x.geo.numel;
+    return n;
+  }
+
+  void prefetch() {
+    if (stage_ < 3 || !frozen_) return;
+    int64_t ahead = 0, live = live_numel();
+    std::vector<char> counted(units_.size(), 0);
+    const size_t F = order_.size();
+    for (size_t p = pos_ + 1; p < 2 * F; ++p) {
+      for (int v : needs(p < F ? order_[p] : order_[2 * F - 1 - p])) {
+        const Unit& x = units_[v];
+        if (x.persistent || x.users > 0 || counted[v]) continue;
+        counted[v] = 1;
+        ahead += x.geo.numel;
+        if (ahead > cfg_.prefetch_bucket_size) return;
+        if (x.gathered) continue;
+        if (live + x.geo.numel > cfg_.max_live_parameters) return;
+        gather(v);
+        live += x.geo.numel;
+      }
+    }
+  }
+
+  void reduce(int u) {
+    auto in_flight = [&] {
+      int64_t n = 0;
+      for (int v : reducing_) n += units_[v].geo.numel;
+      return n;
+    };
+    while (!reducing_.empty() && in_flight() + units_[u].geo.numel > cfg_.reduce_bucket_size) {
+      finish_reduce(reducing_.front());
+      reducing_.pop_front();
+    }
+    // comm/mpi_communicator.cpp: an f32 reduce-scatter runs as a ring through a buffer of twice the
+    // shard, kept between operations and grown (new before old is freed) for a longer shard.
+    // Stage 0 and reduce_scatter false all-reduce in place, through MPI's own buffers.
+    if (world_ > 1 && stage_ > 0 && cfg_.reduce_scatter && 2 * units_[u].geo.shard > ring_) {
+      mem_.add(MemCategory::communication, f32_bytes(2 * units_[u].geo.shard));
+      mem_.sub(MemCategory::communication, f32_bytes(ring_));
+      ring_ = 2 * units_[u].geo.shard;
+    }
+    if (world_ == 1 || !cfg_.overlap_comm) {  // done at once (one rank), or waited for where it starts
+      finish_reduce(u);
+      return;
+    }
+    reducing_.push_back(u);
+  }
+
+  void finish_reduce(int u) {
+    if (stage_ < 2) return;  // the full gradients are kept
+    mem_.sub(MemCategory::gradients, f32_bytes(units_[u].geo.padded()));
+    units_[u].grads = false;
+  }
+
+  std::vector<Unit> units_;
+  std::vector<std::vector<int>> borrowed_;
+  ZeroConfig cfg_;
+  int stage_, world_;
+  MemAccounting& mem_;
+  std::vector<int> order_;
+  bool frozen_ = false;
+  size_t pos_ = 0;
+  bool reduce_ = false;
+  std::deque<int> reducing_;
+  int64_t ring_ = 0;  // elements of the communicator's ring buffer
+};
+
+// ---- GPT-2's activations, op by op ------------------------------------------------------------
+
+// One tape entry with sizes only. Mirrors kernels/ops.cpp: an op's outputs and what its closure
+// captures live until its backward has run; the tape then drops the outputs' gradients and the
+// closure (tensor/tape.cpp). An activation's gradient is created by the first backward that
+// writes it (its last consumer in forward order).
+struct Entry {
+  enum Kind { op, unit_begin, unit_end } kind = op;
+  int unit = -1;
+  std::vector<int> outputs;      // freed, with their gradients, after this op's backward
+  std::vector<int> saved;        // kept for backward only (layernorm's mean/rstd, attention's att)
+  std::vector<int> transient;    // dropped when the forward returns (cross-entropy's row losses)
+  std::vector<int> grad_inputs;  // activation inputs whose gradient the backward creates if absent
+  bool grad_in_place = false;    // [Note: fused cross-entropy]: d(logits) takes the logits' memory
+};
+
+class ActivationReplay {
+ public:
+  // The tape GPT2::forward records (models/gpt2.cpp) for a (B,T) micro-batch.
+  ActivationReplay(const GPT2Dims& d, int B, int T) {
+    const int64_t BT = int64_t{B} * T, C = d.n_embd;
+    const int last = d.n_layer + 1;
+    auto op = [&](int64_t out_elems, std::vector<int> grad_inputs, std::vector<int64_t> saved = {}) {
+      Entry e;
+      e.outputs = {act(out_elems)};
+      for (int64_t n : saved) e.saved.push_back(act(n));
+      e.grad_inputs = std::move(grad_inputs);
+      program_.push_back(std::move(e));
+      return program_.back().outputs[0];
+    };
+    auto unit = [&](Entry::Kind k, int u) {
+      program_.emplace_back();
+      program_.back().kind = k;
+      program_.back().unit = u;
+    };
+    auto layernorm = [&](int x) { return op(BT * C, {x}, {BT, BT}); };
+    auto linear = [&](int x, int64_t OC) { return op(BT * OC, {x}); };
+
+    unit(Entry::unit_begin, 0);
+    int x = op(BT * C, {});  // the embedding: wte and wpe are parameters
+    unit(Entry::unit_end, 0);
+    for (int l = 0; l < d.n_layer; ++l) {
+      unit(Entry::unit_begin, 1 + l);
+      const int qkv = linear(layernorm(x), 3 * C);
+      const int y = op(BT * C, {qkv}, {int64_t{B} * d.n_head * T * T});  // attention
+      const int x2 = op(BT * C, {x, linear(y, C)});                       // residual add
+      const int f = op(4 * BT * C, {linear(layernorm(x2), 4 * C)});       // gelu
+      x = op(BT * C, {x2, linear(f, C)});
+      unit(Entry::unit_end, 1 + l);
+    }
+    unit(Entry::unit_begin, last);
+    const int logits = linear(layernorm(x), d.padded_vocab_size);  // the head, tied to wte
+    unit(Entry::unit_end, last);
+    Entry ce;
+    ce.transient = {act(BT)};
+    ce.saved = {act(BT)};
+    ce.outputs = {act(1)};
+    ce.grad_inputs = {logits};
+    ce.grad_in_place = true;
+    loss_ = ce.outputs[0];
+    program_.push_back(std::move(ce));
+  }
+
+  // Forward and backward of one micro-batch, hooks and all, then end_pass; the trainer holds the
+  // loss until the pass has ended.
+  void run_pass(ScheduleWalk& walk, MemAccounting& mem) {
+    std::vector<char> grad(elems_.size(), 0);  // 1: own buffer, 2: the tensor's own memory
+    auto charge = [&](int a) { mem.add(MemCategory::activations, f32_bytes(elems_[a])); };
+    auto drop = [&](int a) { mem.sub(MemCategory::activations, f32_bytes(elems_[a])); };
+    for (const Entry& e : program_) {
+      if (e.kind == Entry::unit_begin) walk.pre(e.unit, false);
+      if (e.kind == Entry::unit_end) walk.post(e.unit, false);
+      if (e.kind != Entry::op) continue;
+      for (const auto* list : {&e.outputs, &e.saved, &e.transient})
+        for (int a : *list) charge(a);
+      for (int a : e.transient) drop(a);
+    }
+    charge(loss_);  // the seed d(loss)
+    grad[loss_] = 1;
+    for (auto it = program_.rbegin(); it != program_.rend(); ++it) {
+      if (it->kind == Entry::unit_end) walk.pre(it->unit, true);
+      if (it->kind == Entry::unit_begin) walk.post(it->unit, true);
+      if (it->kind != Entry::op) continue;
+      for (int a : it->grad_inputs)
+        if (!grad[a]) {
+          grad[a] = it->grad_in_place ? 2 : 1;
+          if (!it->grad_in_place) charge(a);
+        }
+      for (int a : it->outputs) {
+        if (grad[a] == 1) drop(a);
+        if (a != loss_) drop(a);
+      }
+      for (int a : it->saved) drop(a);
+    }
+    walk.end_pass();
+    drop(loss_);
+  }
+
+ private:
+  int act(int64_t elements) {
+    elems_.push_back(elements);
+    return static_cast<int>(elems_.size()) - 1;
+  }
+
+  std::vector<int64_t> elems_;  // by activation id
+  std::vector<Entry> program_;
+  int loss_ = -1;
+};
+
+// ---- One stage ---------------------------------------------------------------------------------
+
+// Two steps as Trainer::step runs them; the peaks are the second's (the first records the
+// schedule and grows the communicator's buffer, as a real run's first step does).
+StageEstimate estimate_stage(const Config& cfg, const GPT2& model, int stage, int world) {
+  ZeroConfig z = cfg.zero;
+  z.stage = stage;
+  MemAccounting mem;
+  ScheduleWalk walk(model, z, world, mem);
+  ActivationReplay replay(model.dims(), cfg.micro_batch, cfg.data.seq_len);
+  walk.hold_model_states();
+  // The trainer's (B,T) i32 token and target batches.
+  mem.add(MemCategory::other, 2 * sizeof(int32_t) * static_cast<size_t>(cfg.micro_batch) * cfg.data.seq_len);
+  for (int step = 0; step < 2; ++step) {
+    mem.reset_peaks();
+    for (int micro = 0; micro < cfg.grad_accum; ++micro) {
+      walk.begin_pass(stage >= 2 || micro == cfg.grad_accum - 1);
+      replay.run_pass(walk, mem);
+    }
+    // One-element all-reduces of the gradient norm (sharded stages) and of the loss. The MPI
+    // progress thread may still hold the norm's (its finished operation captured it) when the
+    // loss's is allocated.
+    const size_t norm = stage > 0 && world > 1 ? sizeof(float) : 0, loss = world > 1 ? sizeof(float) : 0;
+    mem.add(MemCategory::communication, norm);
+    mem.add(MemCategory::communication, loss);
+    mem.sub(MemCategory::communication, norm + loss);
+  }
+  const MemSnapshot s = mem.snapshot();
+  StageEstimate e;
+  e.stage = stage;
+  e.peak = s.peak;
+  e.total = s.total_peak;
+  return e;
+}
+
+// DeepSpeed's model-states estimate (fp16/bf16 parameters and gradients, fp32 master weights and
+// Adam states, no offload): estimate_zero2_model_states_mem_needs and
+// estimate_zero3_model_states_mem_needs; for stages 0-1, which DeepSpeed has no estimator for,
+// the ZeRO paper's 16P and 4P + 12P/N.
+size_t deepspeed_model_states(int stage, int64_t P, int64_t largest, int N) {
+  switch (stage) {
+    case 0: return static_cast<size_t>(16 * P);
+    case 1: return static_cast<size_t>(4 * P + 12 * P / N);
+    case 2: return static_cast<size_t>(4 * P + 16 * P / N);
+    default: return static_cast<size_t>(4 * largest + 18 * P / N);
+  }
+}
+
+std::string cell(const std::string& s, size_t width) {
+  return std::string(width > s.size() ? width - s.size() : 0, ' ') + s;
+}
+
+std::string category(size_t c) { return std::string(category_name(static_cast<MemCategory>(c))); }
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
+  std::string why;  // built by appending: GCC 12 -O3 warns (-Wrestrict) on "literal" + std::string
+  if (cfg.precision.dtype != "f32") {
+    why = cfg.precision.dtype == "bf16" ? "config: bf16.enabled" : "config: fp16.enabled";
+    throw ConfigError(why + ": the estimate models fp32 training only, not 16-bit buffers yet");
+  }
+  if (world_size < 1) {
+    why = "estimate: the world size must be >= 1, got ";
+    throw ConfigError(why + std::to_string(world_size));
+  }
+  check_batch_size(cfg, world_size);
+  MemoryEstimate e;
+  e.dims = resolve_dims(cfg);
+  e.world_size = world_size;
+  if (cfg.data.seq_len > e.dims.max_seq_len) {
+    why = "config: data.seq_len: ";
+    why += std::to_string(cfg.data.seq_len) + " exceeds the model's max_seq_len " + std::to_string(e.dims.max_seq_len);
+    throw ConfigError(why);
+  }
+  if (e.dims.n_embd % e.dims.n_head != 0) {
+    why = "config: model.n_embd: ";
+    why += std::to_string(e.dims.n_embd) + " is not divisible by model.n_head " + std::to_string(e.dims.n_head);
+    throw ConfigError(why);
+  }
+  const GPT2 model(e.dims);
+  for (const UnitLayout& u : model.layout()) {
+    e.num_params += u.numel;
+    e.largest_unit = std::max(e.largest_unit, u.numel);
+  }
+  for (int stage = 0; stage <= 3; ++stage) {
+    e.stages.push_back(estimate_stage(cfg, model, stage, world_size));
+    e.stages.back().deepspeed = deepspeed_model_states(stage, e.num_params, e.largest_unit, world_size);
+  }
+  return e;
+}
+
+std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
+  const ZeroConfig& z = cfg.zero;
+  char head[1024];
+  std::snprintf(head, sizeof head,
+                "model gpt2: %s; %.2fM parameters, largest unit %.2fM\n"
+                "per rank of %d: micro-batch %d x seq_len %d, accumulation %d; fp32, AdamW\n"
+                "zero_optimization: reduce_bucket_size %lld, stage3_prefetch_bucket_size %lld, "
+                "stage3_max_live_parameters %lld, stage3_param_persistence_threshold %lld, overlap_comm %s, "
+                "reduce_scatter %s\n\n",
+                dims_str(e.dims).c_str(), static_cast<double>(e.num_params) / 1e6,
+                static_cast<double>(e.largest_unit) / 1e6, e.world_size, cfg.micro_batch, cfg.data.seq_len,
+                cfg.grad_accum, static_cast<long long>(z.reduce_bucket_size),
+                static_cast<long long>(z.prefetch_bucket_size), static_cast<long long>(z.max_live_parameters),
+                static_cast<long long>(z.param_persistence_threshold), z.overlap_comm ? "true" : "false",
+                z.reduce_scatter ? "true" : "false");
+  std::string out = head;
+  constexpr size_t kWidth = 14;
+  out += "stage ";
+  for (size_t c = 0; c < kMemCategories; ++c) out += cell(category(c), kWidth);
+  out += cell("total", kWidth);
+  out += cell("DeepSpeed", kWidth);
+  out += '\n';
+  for (const StageEstimate& s : e.stages) {
+    out += std::to_string(s.stage);
+    out += s.stage == z.stage ? "*    " : "     ";
+    for (size_t c = 0; c < kMemCategories; ++c) out += cell(human_bytes(s.peak[c]), kWidth);
+    out += cell(human_bytes(s.total), kWidth);
+    out += cell(human_bytes(s.deepspeed), kWidth);
+    out += '\n';
+  }
+  out +=
+      "\n* the configured stage. Peaks per rank during a training step (from the second on), each category's\n"
+      "own; total is the peak of their sum. Reductions are taken to stay in flight until reduce_bucket_size\n"
+      "forces a wait, so stage 2-3 gradients (and totals) are the bound the schedule allows: reductions that\n"
+      "finish sooner free their buffers sooner. MPI's own buffers are not counted. DeepSpeed: its model-states\n"
+      "estimate for the same parameters and ranks (stages 2-3: estimate_zero2/3_model_states_mem_needs without\n"
+      "offload; stages 0-1: the ZeRO paper's 16P and 4P+12P/N), for 16-bit training with fp32 master weights,\n"
+      "so it is not the fp32 parameters + gradients + optimizer above.\n";
+  return out;
+}
+
+std::string estimate_json(const MemoryEstimate& e) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageEstimate& s : e.stages) {
+    nlohmann::json peak;
+    for (size_t c = 0; c < kMemCategories; ++c) peak[category(c)] = s.peak[c];
+    peak["total"] = s.total;
+    stages.push_back({{"stage", s.stage}, {"peak_bytes", peak}, {"deepspeed_model_states", s.deepspeed}});
+  }
+  return nlohmann::json{{"world_size", e.world_size},
+                        {"params", e.num_params},
+                        {"largest_unit", e.largest_unit},
+                        {"stages", stages}}
+             .dump() +
+         "\n";
+}
+
+}  // namespace zt

@@ -1,0 +1,65 @@
+// `ztrain estimate`: what one rank holds at the peak of a training step, by memory category, for
+// ZeRO stages 0-3, computed without allocating the model. [Note: memory estimate]
+//
+// [Note: memory estimate] The estimate replays one steady-state step (the order of units already
+// recorded, as from the second step on) on a ledger of its own, charging exactly what the runtime
+// charges and when:
+// - parameters, gradients, optimizer: the buffers of [Note: ZeRO buffers] (runtime/zero/
+//   sharded_unit.hpp) at their padded sizes ([Note: flat shards]); at stage 3 the gathered full
+//   parameters come and go by the rules of [Note: ZeRO schedule] (runtime/zero/scheduler.hpp),
+//   walked position by position: gathers, prefetch within stage3_prefetch_bucket_size and
+//   stage3_max_live_parameters, releases; at stages 2-3 each unit's full gradients exist from its
+//   pre-backward until its reduction finished.
+// - activations: GPT-2's ops as kernels/ops.cpp allocates them (outputs and what backward keeps,
+//   live until the producer's backward; activation gradients from their first consumer's backward
+//   until their producer's, per tensor/tape.cpp).
+// - communication: the MPI communicator's f32 reduce-scatter ring buffer (2 x the largest shard,
+//   kept between operations) and the one-element all-reduces of the norm and the loss.
+// - other: the step's token and target batches.
+// Where the runtime's peak depends on when asynchronous collectives complete, the estimate is the
+// bound the rules allow: every reduction stays in flight (holding its unit's full gradients) until
+// reduce_bucket_size forces a wait. (With MPI's polled progress an f32 reduce-scatter completes
+// where it starts, which is what the estimate with overlap_comm false gives.) Not counted: memory outside the accounting allocator (MPI's own
+// buffers, the data loader, kernels' stack scratch). fp32 only, the host (MPI) backend.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/gpt2_dims.hpp"
+#include "runtime/config.hpp"
+#include "tensor/allocator.hpp"
+
+namespace zt {
+
+struct StageEstimate {
+  int stage = 0;
+  std::array<size_t, kMemCategories> peak{};  // bytes per rank, each category's own peak
+  size_t total = 0;      // peak of the sum, as MemSnapshot::total_peak (not the sum of the peaks)
+  size_t deepspeed = 0;  // DeepSpeed's model-states number for the same model and world size
+  size_t peak_of(MemCategory c) const { return peak[static_cast<size_t>(c)]; }
+};
+
+struct MemoryEstimate {
+  GPT2Dims dims;
+  int world_size = 1;
+  int64_t num_params = 0;    // without padding
+  int64_t largest_unit = 0;  // parameters of the largest unit (DeepSpeed's "largest layer")
+  std::vector<StageEstimate> stages;  // stages 0, 1, 2, 3
+};
+
+// Per-rank peaks of a step for every stage, with `cfg`'s model, batch and zero_optimization
+// settings (its zero_optimization.stage is ignored: all four are estimated). Reads no data; with
+// model.init_from, the checkpoint's header. ConfigError for settings the run would reject.
+MemoryEstimate estimate_memory(const Config& cfg, int world_size);
+
+// One row per stage, a column per category, the total and DeepSpeed's number, with a header
+// naming the inputs and a footer saying what the numbers are.
+std::string format_estimate(const Config& cfg, const MemoryEstimate& e);
+// The same numbers as one JSON object, bytes exact, keys as in the metrics file's peak_bytes.
+std::string estimate_json(const MemoryEstimate& e);
+
+}  // namespace zt

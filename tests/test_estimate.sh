@@ -1,0 +1,101 @@
+#!/bin/sh
+# `ztrain estimate` against real runs: for stages 0-3 at 2 and 3 ranks, each memory category's
+# measured per-rank peak (the last step's peak_bytes in rank 0's metrics file; every rank holds
+# the same amount) is within 10% of the estimate, and so is the total. A category whose estimate is under
+# 1% of the estimated total (communication at stage 0, the token batches in `other`) is checked
+# against an absolute tolerance of 1% of the total instead: a relative bound on a few bytes would
+# test timing noise, and an error bigger than that still fails.
+# Where reductions overlap the backward, when they complete decides the stage 2-3 gradient peak:
+# the estimate is the bound the schedule allows (every reduction in flight until
+# reduce_bucket_size forces a wait), and a run lies between that and the estimate with
+# overlap_comm false (each reduction finished where it starts). So every measured peak must also
+# lie between those two estimates; and the model is chosen so that the timing-dependent part (one
+# block's gradients, reduce_bucket_size) stays under 10% of the gradient peak: the checks hold
+# however soon the reductions complete, whichever way collectives progress (train.comm_progress:
+# with a progress thread runs reach the bound, polled ones the floor).
+# The estimate runs as one process without mpirun, with data.train pointing at nothing.
+# usage: test_estimate.sh MPIRUN ZTRAIN
+set -u
+mpirun=$1 ztrain=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# 6 blocks of 49984 parameters (not a multiple of 3 x 32: shards are padded at 3 ranks), an
+# embedding of 528384 (a padded vocabulary far above the bytes' 256, so that one block is a small
+# part of the gradient peak), a final layernorm of 128; every unit sharded at stage 3.
+cat > "$dir/c.json" <<JSON
+{"model": {"n_layer": 6, "n_head": 4, "n_embd": 64, "vocab_size": 256, "padded_vocab_size": 8192, "max_seq_len": 64},
+ "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 64},
+ "train": {"steps": 3, "threads": 1, "val_interval": 0},
+ "train_micro_batch_size_per_gpu": 4, "steps_per_print": 1,
+ "zero_optimization": {"stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 50000,
+                       "reduce_bucket_size": 50000}}
+JSON
+
+# case NAME NP [--set ...]: the estimates (est_NAME.json, and floor_NAME.json with overlap_comm
+# false) and a run per stage (NAME_sS.jsonl).
+case_() {
+  name=$1 np=$2
+  shift 2
+  for kind in est floor; do
+    "$ztrain" estimate --config "$dir/c.json" --world-size "$np" --format json --set data.train=/nonexistent/nothing \
+      "$@" $([ $kind = floor ] && echo --set zero_optimization.overlap_comm=false) \
+      > "$dir/${kind}_$name.json" 2> "$dir/$name.err" || fail "estimate $name failed: $(cat "$dir/$name.err")"
+  done
+  for stage in 0 1 2 3; do
+    timeout 120 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+      "$ztrain" train --config "$dir/c.json" --metrics "$dir/${name}_s$stage.jsonl" \
+      --set zero_optimization.stage="$stage" "$@" > "$dir/${name}_s$stage.out" 2>&1 \
+      || fail "$name stage $stage failed: $(cat "$dir/${name}_s$stage.out")"
+  done
+}
+
+# 2 ranks: one block prefetched ahead, one block's gradients in flight.
+case_ np2 2
+# 3 ranks, 2 micro-batches of 2: two blocks ahead in the prefetch bucket, but a live cap that
+# lets only one of them come.
+case_ np3 3 --set train_micro_batch_size_per_gpu=2 --set gradient_accumulation_steps=2 \
+  --set zero_optimization.stage3_prefetch_bucket_size=100000 --set zero_optimization.stage3_max_live_parameters=120000
+
+# The table form marks the configured stage; a bad world size is a usage error.
+out=$("$ztrain" estimate --config "$dir/c.json" --world-size 2 --set zero_optimization.stage=3 2>&1) \
+  || fail "estimate (table) failed: $out"
+echo "$out" | grep -q '^3\* .*MiB' || fail "the table lacks a marked stage-3 row: $out"
+"$ztrain" estimate --config "$dir/c.json" --world-size 0 > /dev/null 2>&1
+[ $? -eq 2 ] || fail "estimate --world-size 0: expected exit status 2"
+
+python3 - "$dir" <<'PY' || fail "measured peaks differ from the estimate (see above)"
+import json, os, sys
+d = sys.argv[1]
+keys = ("parameters", "gradients", "optimizer", "activations", "communication", "other", "total")
+bad = 0
+for name in ("np2", "np3"):
+    est = json.load(open(os.path.join(d, f"est_{name}.json")))
+    floor = json.load(open(os.path.join(d, f"floor_{name}.json")))
+    for s in range(4):
+        path = os.path.join(d, f"{name}_s{s}.jsonl")
+        steps = [json.loads(l) for l in open(path) if '"peak_bytes"' in l] if os.path.exists(path) else []
+        if not steps:
+            print(f"{name} stage {s}: no metrics"); bad += 1; continue
+        got, want, low = steps[-1]["peak_bytes"], est["stages"][s]["peak_bytes"], floor["stages"][s]["peak_bytes"]
+        print(f"{name} stage {s}: {'category':>13} {'measured':>10} {'estimate':>10}  difference  {'floor':>10}")
+        for k in keys:
+            m, e, f = got[k], want[k], low[k]
+            tiny = k != "total" and e < 0.01 * want["total"]
+            # A one-element all-reduce's buffer may outlive its wait briefly (the progress thread
+            # still holds the finished operation): a few bytes either way.
+            slack = 0.01 * want["total"] if tiny else 16
+            off = abs(m - e) > (slack if tiny else 0.10 * e)
+            outside = not (f - slack <= m <= e + slack)
+            rel = f"{(m - e) / e:+.1%}" if e else "n/a"
+            note = (" (tiny)" if tiny else "") + ("  FAIL: off by over 10%" if off else "") + \
+                ("  FAIL: outside [floor, estimate]" if outside else "")
+            print(f"{'':>15} {k:>13} {m:>10} {e:>10}  {rel:>10}  {f:>10}{note}")
+            bad += off or outside
+sys.exit(1 if bad else 0)
+PY
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "estimate checks passed"

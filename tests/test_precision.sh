@@ -1,0 +1,74 @@
+#!/bin/sh
+# Mixed precision under real mpirun ([Note: mixed precision] in runtime/zero/sharded_unit.hpp).
+# - bf16 at np 1-4 x stages 0-3 follows bf16 stage 0 on one rank within BF16_RTOL (the 16-bit
+#   reductions round once per rank count, so runs differ in the last bits of bf16 gradients), and
+#   stays near the fp32 run;
+# - fp16: a rank whose gradients turn non-finite (ZT_POISON_GRADS=RANK:STEP) makes every rank skip
+#   that step (the run matches one rank poisoned at the same step) and halves the loss scale;
+#   a too-large initial scale overflows, skips and halves until training proceeds.
+# usage: test_precision.sh MPIRUN ZTRAIN
+set -u
+mpirun=$1 ztrain=$2
+here=$(dirname "$0")
+. "$here/common.sh"
+BF16_RTOL=5e-3
+
+cat > "$dir/c.json" <<JSON
+{"model": {"n_layer": 3, "n_head": 2, "n_embd": 32, "max_seq_len": 32},
+ "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 32},
+ "train": {"steps": 20, "threads": 1, "val_interval": 10, "val_batches": 2},
+ "train_micro_batch_size_per_gpu": 12, "steps_per_print": 1, "gradient_clipping": 1.0,
+ "optimizer": {"params": {"lr": 0.003}},
+ "zero_optimization": {"stage3_param_persistence_threshold": 0}}
+JSON
+
+train fp32 1
+train bf16 1 --set bf16.enabled=true
+for np in 2 3 4; do
+  for stage in 0 1 2 3; do
+    train "bf16_np${np}_s${stage}" "$np" --set bf16.enabled=true --set zero_optimization.stage="$stage" \
+      --set train_micro_batch_size_per_gpu=$((12 / np))
+  done
+done
+for f in "$dir"/bf16_np*.jsonl; do
+  python3 "$here/compare_metrics.py" "$dir/bf16.jsonl" "$f" --lines 22 --rtol $BF16_RTOL > "$dir/cmp.out" ||
+    fail "$(basename "$f" .jsonl) leaves bf16 on one rank: $(cat "$dir/cmp.out")"
+  echo "$(basename "$f" .jsonl): $(cat "$dir/cmp.out")"
+done
+python3 "$here/compare_metrics.py" "$dir/fp32.jsonl" "$dir/bf16.jsonl" --keys loss,val_loss --rtol 0.05 ||
+  fail "bf16 strays more than 5% from fp32"
+grep -q "bf16 parameters and gradients, fp32 masters" "$dir/bf16.out" || fail "banner does not say bf16: $(head -3 "$dir/bf16.out")"
+
+# fp16: rank 1 of 2 overflows at step 5 (stage 3); one rank overflowing at step 5 is the reference.
+fp16="--set fp16.enabled=true --set fp16.hysteresis=1 --set fp16.initial_scale_power=8"
+export ZT_POISON_GRADS=1:5
+train fp16_np2_poisoned 2 $fp16 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=6
+export ZT_POISON_GRADS=0:5
+train fp16_poisoned 1 $fp16
+unset ZT_POISON_GRADS
+python3 "$here/compare_metrics.py" "$dir/fp16_poisoned.jsonl" "$dir/fp16_np2_poisoned.jsonl" --lines 22 --rtol 5e-3 ||
+  fail "2 ranks, one poisoned, do not follow one rank poisoned at the same step"
+train fp16_big 2 --set fp16.enabled=true --set fp16.hysteresis=1 --set fp16.initial_scale_power=24 \
+  --set zero_optimization.stage=2 --set train_micro_batch_size_per_gpu=6
+python3 - "$dir" <<'PY' || fail "fp16 loss scaling (see above)"
+import json, os, sys
+d = sys.argv[1]
+def steps(name):
+    return [r for r in map(json.loads, open(os.path.join(d, name + ".jsonl"))) if "loss" in r]
+p = steps("fp16_np2_poisoned")
+skipped = [r["step"] for r in p if r["skipped"]]
+assert skipped == [5], f"poisoned run skipped steps {skipped}, expected [5]"
+assert "grad_norm" not in p[4], p[4]
+assert p[5]["loss_scale"] == p[4]["loss_scale"] / 2, (p[4], p[5])
+print(f"poisoned: step 5 skipped on every rank, loss scale {p[4]['loss_scale']:g} -> {p[5]['loss_scale']:g}")
+b = steps("fp16_big")
+first_ok = next(r["step"] for r in b if not r["skipped"])
+assert first_ok > 3, f"2^24 should overflow for a while, first update at step {first_ok}"
+assert all(b[i]["loss_scale"] == b[i - 1]["loss_scale"] / 2 for i in range(1, first_ok - 1)), [r["loss_scale"] for r in b]
+assert not any(r["skipped"] for r in b[first_ok:]), "overflows after the scale settled"
+assert b[-1]["loss"] < b[first_ok - 1]["loss"] - 0.3, (b[first_ok - 1]["loss"], b[-1]["loss"])
+print(f"scale 2^24: steps 1-{first_ok - 1} overflowed and were skipped, scale {b[0]['loss_scale']:g} -> "
+      f"{b[first_ok - 1]['loss_scale']:g}; loss {b[first_ok - 1]['loss']:.3f} -> {b[-1]['loss']:.3f}")
+PY
+grep -q "overflow: step skipped" "$dir/fp16_big.out" || fail "progress lines do not report skipped steps"
+finish "precision checks passed"

@@ -28,10 +28,14 @@ std::vector<int> ZeroScheduler::needs(int u) const {
   return n;
 }
 
-bool ZeroScheduler::needed_at(int u, size_t pos) const {
+int ZeroScheduler::unit_at(size_t pos) const {
   const size_t F = order_.size();
-  if (pos >= 2 * F) return false;
-  const int w = pos < F ? order_[pos] : order_[2 * F - 1 - pos];
+  return pos < F ? order_[pos] : pos < 2 * F ? order_[2 * F - 1 - pos] : -1;
+}
+
+bool ZeroScheduler::needed_at(int u, size_t pos) const {
+  const int w = unit_at(pos);
+  if (w < 0) return false;
   const auto& b = borrowed_[w];
   return w == u || std::find(b.begin(), b.end(), u) != b.end();
 }
@@ -56,8 +60,7 @@ void ZeroScheduler::record(int u, bool backward) {
     begin_pass(reduce_);
     pos_ = F;
   }
-  const size_t n = order_.size();
-  const int want = pos_ < n ? order_[pos_] : pos_ < 2 * n ? order_[2 * n - 1 - pos_] : -1;
+  const int want = unit_at(pos_);
   if (want != u)
     throw std::logic_error("ZeRO schedule: unit " + units_.at(u).name() + " ran at position " + std::to_string(pos_) +
                            " where the recorded order has " + (want < 0 ? std::string("none") : units_[want].name()));
@@ -106,8 +109,7 @@ void ZeroScheduler::prefetch() {
   int64_t ahead = 0, live = live_numel();
   std::vector<char> counted(units_.size(), 0);
   for (size_t p = pos_ + 1; p < 2 * order_.size(); ++p) {
-    const int w = p < order_.size() ? order_[p] : order_[2 * order_.size() - 1 - p];
-    for (int v : needs(w)) {
+    for (int v : needs(unit_at(p))) {
       ShardedUnit& x = units_[v];
       if (x.persistent() || users_[v] > 0 || counted[v]) continue;
       counted[v] = 1;

@@ -58,6 +58,7 @@ class ZeroScheduler {
   void prefetch();
   void reduce(int u);
   bool needed_at(int u, size_t pos) const;
+  int unit_at(size_t pos) const;  // the unit the schedule runs at pos; -1 past its end
 
   std::vector<ShardedUnit>& units_;
   std::vector<std::vector<int>> borrowed_;

@@ -17,6 +17,14 @@ void cast_into(const Tensor& from, const Tensor& to) {
   cpu::cast(to.raw(), to.dtype(), from.raw(), from.dtype(), static_cast<size_t>(from.numel()));
 }
 
+// Rounds f32 values to `wire` and back, in place; returns the 16-bit copy.
+Tensor round_through(const Tensor& x, DType wire, MemCategory c) {
+  Tensor rounded = Tensor::empty(x.shape(), wire, c);
+  cast_into(x, rounded);
+  cast_into(rounded, x);
+  return rounded;
+}
+
 }  // namespace
 
 ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
@@ -112,9 +120,7 @@ void ShardedUnit::full_params_written() {
   if (mixed()) {
     // Every rank rounds the same full buffer, so the kept full parameters of stages 0-2 are the
     // 16-bit values everywhere, as if they had been gathered; the master starts from them too.
-    Tensor rounded = Tensor::empty({geo_.padded()}, wire_, MemCategory::other);
-    cast_into(full_params_, rounded);
-    cast_into(rounded, full_params_);
+    const Tensor rounded = round_through(full_params_, wire_, MemCategory::other);
     const int64_t begin = stage_ == 0 ? 0 : geo_.begin();
     cast_into(rounded.view(begin, {master_.numel()}), shard16_);
     cast_into(full_params_.view(begin, {master_.numel()}), master_);
@@ -179,9 +185,7 @@ void ShardedUnit::finish_reduce() {
   } else if (mixed()) {
     // One rank reduces nothing, but the gradients still take the 16-bit rounding they would have
     // taken on the wire, so a run's numbers do not depend on whether there was a wire.
-    Tensor rounded = Tensor::empty({geo_.padded()}, wire_, MemCategory::gradients);
-    cast_into(full_grads_, rounded);
-    cast_into(rounded, full_grads_);
+    round_through(full_grads_, wire_, MemCategory::gradients);
   }
   grad_work_.reset();
   if (stage_ < 2) return;

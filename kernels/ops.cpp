@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/kernels.hpp"
 
@@ -42,21 +43,28 @@ int rows_of(const Tensor& x) { return static_cast<int>(x.numel() / x.dim(-1)); }
 
 }  // namespace
 
-Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0) {
   Tape::Timer timer(tape, "embedding");
   require_cpu("embedding", {&tokens, &wte, &wpe});
   require(tokens.ndim() == 2 && tokens.dtype() == DType::i32, "embedding", "tokens must be (B,T) i32");
-  const int B = static_cast<int>(tokens.dim(0)), T = static_cast<int>(tokens.dim(1)), C = static_cast<int>(wte.dim(1));
-  require(T <= wpe.dim(0), "embedding", "sequence length " + std::to_string(T) + " exceeds max_seq_len " + std::to_string(wpe.dim(0)));
+  require(wte.defined() || wpe.defined(), "embedding", "needs wte or wpe");
+  const Tensor& table = wte.defined() ? wte : wpe;
+  const int B = static_cast<int>(tokens.dim(0)), T = static_cast<int>(tokens.dim(1)), C = static_cast<int>(table.dim(1));
+  if (wpe.defined())
+    require(T <= wpe.dim(0), "embedding",
+            "sequence length " + std::to_string(T) + " exceeds max_seq_len " + std::to_string(wpe.dim(0)));
   const int32_t* tok = tokens.data<int32_t>();
-  for (int64_t i = 0, n = tokens.numel(); i < n; ++i)
-    require(tok[i] >= 0 && tok[i] < wte.dim(0), "embedding", "token id " + std::to_string(tok[i]) + " outside [0, " + std::to_string(wte.dim(0)) + ")");
+  for (int64_t i = 0, n = tokens.numel(); i < n; ++i)  // the model checks the upper bound: wte may be a part
+    require(tok[i] >= 0, "embedding", "token id " + std::to_string(tok[i]) + " is negative");
+  const int rows = wte.defined() ? static_cast<int>(wte.dim(0)) : 0;
   const bool track = tracks(tape, {&wte, &wpe});
   Tensor out = output(track, {B, T, C});
-  cpu::encoder_forward(out.data<float>(), tok, wte.data<float>(), wpe.data<float>(), B, T, C);
+  cpu::encoder_forward(out.data<float>(), tok, wte.defined() ? wte.data<float>() : nullptr,
+                       wpe.defined() ? wpe.data<float>() : nullptr, B, T, C, static_cast<int>(row0), rows);
   if (track)
-    tape.record("embedding", {out}, [out, tokens, wte, wpe, B, T, C] {
-      cpu::encoder_backward(grad_ptr(wte), grad_ptr(wpe), out.grad().data<float>(), tokens.data<int32_t>(), B, T, C);
+    tape.record("embedding", {out}, [out, tokens, wte, wpe, B, T, C, row0, rows] {
+      cpu::encoder_backward(wte.defined() ? grad_ptr(wte) : nullptr, wpe.defined() ? grad_ptr(wpe) : nullptr,
+                            out.grad().data<float>(), tokens.data<int32_t>(), B, T, C, static_cast<int>(row0), rows);
     });
   return out;
 }
@@ -146,9 +154,21 @@ Tensor add(Tape& tape, const Tensor& a, const Tensor& b) {
 // backward needs its input and weight, not its output). So the backward writes d(logits) over the
 // logits and hands that memory to the tape as their gradient: one (B,T,Vp) buffer, not two.
 Tensor cross_entropy(Tape& tape, const Tensor& logits, const Tensor& targets, int V, int ignore_index) {
+  return cross_entropy(tape, std::vector<Tensor>{logits}, targets, V, ignore_index);
+}
+
+Tensor cross_entropy(Tape& tape, const std::vector<Tensor>& parts, const Tensor& targets, int V, int ignore_index) {
   Tape::Timer timer(tape, "crossentropy");
-  require_cpu("cross_entropy", {&logits, &targets});
-  const int Vp = static_cast<int>(logits.dim(-1)), N = rows_of(logits);
+  require(!parts.empty(), "cross_entropy", "no logits");
+  for (const Tensor& p : parts) require_cpu("cross_entropy", {&p});
+  require_cpu("cross_entropy", {&targets});
+  const int R = static_cast<int>(parts[0].dim(-1)), K = static_cast<int>(parts.size()), Vp = K * R,
+            N = rows_of(parts[0]);
+  std::vector<const float*> in;
+  for (const Tensor& p : parts) {
+    require(p.shape() == parts[0].shape(), "cross_entropy", "logit parts must have one shape");
+    in.push_back(p.data<float>());
+  }
   require(targets.numel() == N && targets.dtype() == DType::i32, "cross_entropy", "targets must be i32 with one per row");
   require(V >= 1 && V <= Vp, "cross_entropy", "V must be in [1, Vp]");
   const int32_t* tg = targets.data<int32_t>();
@@ -156,20 +176,25 @@ Tensor cross_entropy(Tape& tape, const Tensor& logits, const Tensor& targets, in
     require(tg[i] == ignore_index || (tg[i] >= 0 && tg[i] < V), "cross_entropy",
             "target " + std::to_string(tg[i]) + " outside [0, " + std::to_string(V) + ")");
   Tensor losses = activation({N}), lse = activation({N});
-  const int counted = cpu::crossentropy_forward(losses.data<float>(), lse.data<float>(), logits.data<float>(), tg, N,
-                                                V, Vp, ignore_index);
+  const int counted = cpu::crossentropy_forward(losses.data<float>(), lse.data<float>(), in.data(), K, tg, N, V, Vp,
+                                                ignore_index);
   double sum = 0.0;
   const float* l = losses.data<float>();
   for (int i = 0; i < N; ++i) sum += l[i];
-  const bool track = tracks(tape, {&logits});
+  bool track = false;
+  for (const Tensor& p : parts) track = track || tracks(tape, {&p});
   Tensor loss = output(track, {1});
   loss.data<float>()[0] = counted ? static_cast<float>(sum / counted) : 0.0f;
-  if (track) tape.record("crossentropy", {loss}, [loss, logits, targets, lse, counted, N, V, Vp, ignore_index] {
-    if (logits.grad().defined()) throw std::logic_error("cross_entropy: logits already have a gradient");
+  if (track) tape.record("crossentropy", {loss}, [loss, parts, targets, lse, counted, N, V, Vp, ignore_index] {
+    std::vector<float*> d;
+    for (const Tensor& p : parts) {
+      if (p.grad().defined()) throw std::logic_error("cross_entropy: logits already have a gradient");
+      d.push_back(p.data<float>());
+    }
     const float scale = counted ? loss.grad().data<float>()[0] / static_cast<float>(counted) : 0.0f;
-    cpu::crossentropy_backward(logits.data<float>(), logits.data<float>(), lse.data<float>(), targets.data<int32_t>(),
-                               scale, N, V, Vp, ignore_index);
-    logits.bind_grad(logits);
+    cpu::crossentropy_backward(d.data(), static_cast<int>(d.size()), lse.data<float>(), targets.data<int32_t>(), scale,
+                               N, V, Vp, ignore_index);
+    for (const Tensor& p : parts) p.bind_grad(p);
   });
   return loss;
 }

@@ -3,13 +3,16 @@
 // built from them. Shapes use the legend of kernels/cpu/kernels.hpp.
 #pragma once
 
+#include <vector>
+
 #include "tensor/tape.hpp"
 #include "tensor/tensor.hpp"
 
 namespace zt::ops {
 
-// tokens (B,T) i32, wte (Vp,C), wpe (maxT,C) -> (B,T,C)
-Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
+// tokens (B,T) i32, wte (R,C) holding the table's rows [row0, row0+R), wpe (maxT,C) or undefined
+// -> (B,T,C): wte's row for the tokens in its range (zeros for the others) plus wpe's for t.
+Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0 = 0);
 // x (...,C), weight (C), bias (C) -> same shape as x
 Tensor layernorm(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias);
 // x (...,C), weight (OC,C), bias (OC) or undefined -> (...,OC)
@@ -21,5 +24,8 @@ Tensor add(Tape& tape, const Tensor& a, const Tensor& b);
 // logits (B,T,Vp), targets (B,T) i32 -> scalar mean loss over targets != ignore_index, classes
 // [0,V). The backward writes d(logits) over the logits' own storage. [Note: fused cross-entropy]
 Tensor cross_entropy(Tape& tape, const Tensor& logits, const Tensor& targets, int V, int ignore_index = -1);
+// The same over logits given as K column ranges of equal width, (B,T,Vp/K) each, in order.
+Tensor cross_entropy(Tape& tape, const std::vector<Tensor>& logit_parts, const Tensor& targets, int V,
+                     int ignore_index = -1);
 
 }  // namespace zt::ops

@@ -1,5 +1,6 @@
 #include "models/gpt2.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -24,32 +25,53 @@ constexpr BlockParam kBlockParams[] = {
 };
 enum BlockIndex { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB };
 
-void add_param(UnitLayout& u, std::string name, int layer, Shape shape, bool decay) {
+void add_param(UnitLayout& u, std::string name, int layer, Shape shape, bool decay, int tensor, int64_t row0 = 0) {
   const int64_t n = shape_numel(shape);
-  u.params.push_back({std::move(name), layer, std::move(shape), u.numel, decay});
+  u.params.push_back({std::move(name), layer, std::move(shape), u.numel, decay, tensor, row0});
   u.numel += n;
+}
+
+Shape block_shape(const BlockParam& p, int64_t C) {
+  return p.rows_mult ? Shape{p.rows_mult * C, p.cols_mult * C} : Shape{p.cols_mult * C};
 }
 
 }  // namespace
 
-std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d) {
+int gpt2_wte_units(const GPT2Dims& d) {
+  int64_t block = 0;
+  for (const BlockParam& p : kBlockParams) block += shape_numel(block_shape(p, d.n_embd));
+  const int Vp = d.padded_vocab_size;
+  for (int k = 1; k < Vp; ++k)
+    if (Vp % k == 0 && int64_t{Vp / k} * d.n_embd <= block) return k;
+  return Vp;
+}
+
+std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d, int wte_units) {
   const int64_t C = d.n_embd;
+  const int K = wte_units ? wte_units : gpt2_wte_units(d);
+  if (K < 1 || d.padded_vocab_size % K)
+    throw std::invalid_argument("gpt2: wte_units " + std::to_string(K) + " must be >= 1 and divide padded_vocab_size " +
+                                std::to_string(d.padded_vocab_size));
+  const int64_t R = d.padded_vocab_size / K;
   std::vector<UnitLayout> units;
   UnitLayout emb{"embedding", {}, 0};
-  add_param(emb, "wte", -1, {d.padded_vocab_size, C}, true);
-  add_param(emb, "wpe", -1, {d.max_seq_len, C}, true);
+  add_param(emb, "wte", -1, {R, C}, true, 0);
+  add_param(emb, "wpe", -1, {d.max_seq_len, C}, true, 1);
   units.push_back(std::move(emb));
+  for (int k = 1; k < K; ++k) {
+    UnitLayout w{"wte" + std::to_string(k), {}, 0};
+    add_param(w, "wte", -1, {R, C}, true, 0, k * R);
+    units.push_back(std::move(w));
+  }
+  int tensor = 2;
   for (int l = 0; l < d.n_layer; ++l) {
     UnitLayout b{"block" + std::to_string(l), {}, 0};
-    for (const BlockParam& p : kBlockParams) {
-      Shape s = p.rows_mult ? Shape{p.rows_mult * C, p.cols_mult * C} : Shape{p.cols_mult * C};
-      add_param(b, p.name, l, s, p.decay);
-    }
+    for (const BlockParam& p : kBlockParams) add_param(b, p.name, l, block_shape(p, C), p.decay, tensor++);
     units.push_back(std::move(b));
   }
   UnitLayout fin{"final", {}, 0};
-  add_param(fin, "lnfw", -1, {C}, false);
-  add_param(fin, "lnfb", -1, {C}, false);
+  add_param(fin, "lnfw", -1, {C}, false, tensor++);
+  add_param(fin, "lnfb", -1, {C}, false, tensor++);
   units.push_back(std::move(fin));
   return units;
 }
@@ -70,7 +92,9 @@ std::string dims_str(const GPT2Dims& d) {
          std::to_string(d.padded_vocab_size) + ", max_seq_len " + std::to_string(d.max_seq_len);
 }
 
-GPT2::GPT2(const GPT2Dims& d) : dims_(d), layout_(gpt2_layout(d)), bound_(layout_.size()) {
+GPT2::GPT2(const GPT2Dims& d, int wte_units)
+    : dims_(d), wte_units_(wte_units ? wte_units : gpt2_wte_units(d)), layout_(gpt2_layout(d, wte_units_)),
+      bound_(layout_.size()) {
   if (d.n_embd % d.n_head) throw std::invalid_argument("gpt2: n_embd must divide by n_head");
 }
 
@@ -96,9 +120,7 @@ void GPT2::init(uint64_t seed) {
 
 void GPT2::init_unit(int u, uint64_t seed) {
   const float std_resid = 0.02f / std::sqrt(2.0f * dims_.n_layer);
-  uint64_t index = 0;  // the stream of the unit's first tensor: tensors are numbered across units
-  for (int v = 0; v < u; ++v) index += layout_[v].params.size();
-  for (size_t i = 0; i < layout_[u].params.size(); ++i, ++index) {
+  for (size_t i = 0; i < layout_[u].params.size(); ++i) {
     const ParamSpec& p = layout_[u].params[i];
     const Tensor& t = bound_.at(u).at(i);
     if (p.shape.size() == 1) {  // layernorm weights 1; layernorm and linear biases 0
@@ -107,24 +129,31 @@ void GPT2::init_unit(int u, uint64_t seed) {
     }
     const bool resid = p.name == "attprojw" || p.name == "fcprojw";
     int64_t rows = p.shape[0];
-    if (p.name == "wte") rows = dims_.vocab_size;  // padded rows stay zero
+    if (p.name == "wte") rows = std::clamp<int64_t>(dims_.vocab_size - p.row0, 0, rows);  // padded rows stay zero
     t.zero();
-    fill_normal(t.data<float>(), static_cast<size_t>(rows * p.shape[1]), resid ? std_resid : 0.02f, seed, index);
+    // A row range of wte draws its part of the whole tensor's stream, so every K gives one model.
+    fill_normal(t.data<float>(), static_cast<size_t>(rows * p.shape[1]), resid ? std_resid : 0.02f, seed,
+                static_cast<uint64_t>(p.tensor), static_cast<size_t>(p.row0 * p.shape[1]));
   }
 }
 
-std::vector<int> GPT2::borrowed_units(int u) const {
-  if (u == num_units() - 1) return {0};
-  return {};
-}
-
 Tensor GPT2::hidden(Tape& tape, const Tensor& tokens) {
-  const int L = dims_.n_layer;
+  const int L = dims_.n_layer, K = wte_units_;
+  const int32_t* tok = tokens.data<int32_t>();
+  for (int64_t i = 0, n = tokens.numel(); i < n; ++i)
+    if (tok[i] < 0 || tok[i] >= dims_.padded_vocab_size)
+      throw std::invalid_argument("embedding: token id " + std::to_string(tok[i]) + " outside [0, " +
+                                  std::to_string(dims_.padded_vocab_size) + ")");
   tape.begin_unit(0);
   Tensor x = ops::embedding(tape, tokens, param(0, 0), param(0, 1));
   tape.end_unit(0);
+  for (int k = 1; k < K; ++k) {  // tokens outside a range add zeros: x is wte[token] + wpe[t] exactly
+    tape.begin_unit(k);
+    x = ops::add(tape, x, ops::embedding(tape, tokens, param(k, 0), Tensor(), layout_[k].params[0].row0));
+    tape.end_unit(k);
+  }
   for (int l = 0; l < L; ++l) {
-    const int u = 1 + l;
+    const int u = K + l;
     auto p = [&](int i) -> const Tensor& { return param(u, i); };
     tape.begin_unit(u);
     Tensor h = ops::layernorm(tape, x, p(LN1W), p(LN1B));
@@ -139,17 +168,37 @@ Tensor GPT2::hidden(Tape& tape, const Tensor& tokens) {
   return x;
 }
 
+std::vector<Tensor> GPT2::logit_parts(Tape& tape, const Tensor& tokens) {
+  const Tensor x = hidden(tape, tokens);
+  const int f = num_units() - 1;
+  tape.begin_unit(f);
+  const Tensor xn = ops::layernorm(tape, x, param(f, 0), param(f, 1));
+  tape.end_unit(f);
+  std::vector<Tensor> parts;
+  for (int k = 0; k < wte_units_; ++k) {  // the head, tied to wte: [Note: the tied embedding's units]
+    tape.begin_unit(k);
+    parts.push_back(ops::linear(tape, xn, param(k, 0), Tensor()));
+    tape.end_unit(k);
+  }
+  return parts;
+}
+
 Tensor GPT2::logits(Tape& tape, const Tensor& tokens) {
-  Tensor x = hidden(tape, tokens);
-  const int u = num_units() - 1;
-  tape.begin_unit(u);
-  Tensor out = ops::linear(tape, ops::layernorm(tape, x, param(u, 0), param(u, 1)), param(0, 0), Tensor());
-  tape.end_unit(u);
+  Tape::NoGrad no_grad(tape);
+  const std::vector<Tensor> parts = logit_parts(tape, tokens);
+  if (parts.size() == 1) return parts[0];
+  const int64_t R = parts[0].dim(-1), N = parts[0].numel() / R, K = static_cast<int64_t>(parts.size());
+  Shape s = parts[0].shape();
+  s.back() = K * R;
+  Tensor out = Tensor::empty(s, DType::f32, MemCategory::activations);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t i = 0; i < N; ++i)
+      std::copy_n(parts[k].data<float>() + i * R, R, out.data<float>() + (i * K + k) * R);
   return out;
 }
 
 Tensor GPT2::forward(Tape& tape, const Tensor& tokens, const Tensor& targets) {
-  return ops::cross_entropy(tape, logits(tape, tokens), targets, dims_.vocab_size);
+  return ops::cross_entropy(tape, logit_parts(tape, tokens), targets, dims_.vocab_size);
 }
 
 }  // namespace zt

@@ -1,6 +1,14 @@
-// GPT-2 in llm.c's parameter layout, written as units: unit 0 is the embedding (wte, wpe), units
-// 1..L the transformer blocks, unit L+1 the final layernorm. The LM head is tied to wte, so the
-// head runs inside unit L+1 but reads unit 0's wte. [Note: units and llm.c's order]
+// GPT-2 in llm.c's parameter layout, written as units: the token embedding wte split by rows into
+// K units (unit 0 also holds the position embedding wpe), then the L transformer blocks, then the
+// final layernorm. [Note: the tied embedding's units] [Note: units and llm.c's order]
+//
+// [Note: the tied embedding's units] wte is GPT-2's largest tensor (39M of the 124M parameters)
+// and the LM head is tied to it, so a ZeRO-3 unit holding all of it would be gathered, with its
+// full gradients, from the head's backward to the embedding's: far more than any block. It is
+// therefore cut into K row ranges, each a unit no larger than a block (K divides
+// padded_vocab_size; gpt2_wte_units picks the smallest such K). Each wte unit runs twice in the
+// forward pass: adding its rows to the embedding (tokens outside its range take zeros), and as one
+// column range of the head's logits. The cross-entropy reads the K logit parts as one row.
 //
 // [Note: units and llm.c's order] llm.c stores each parameter kind for all layers together (all
 // ln1w, then all ln1b, ...). A ZeRO unit needs one block's parameters in one flat buffer, so in
@@ -20,11 +28,13 @@
 namespace zt {
 
 struct ParamSpec {
-  std::string name;  // llm.c's, e.g. "qkvw"; unique with the layer
+  std::string name;  // llm.c's, e.g. "qkvw"; unique with the layer and row0
   int layer;         // -1 outside the blocks
   Shape shape;
   int64_t offset;    // within the unit's flat buffer
   bool decay;        // weight decay applies (matrices and embeddings, as in llm.c)
+  int tensor = 0;    // the model tensor's number (the row ranges of wte share one), its init stream
+  int64_t row0 = 0;  // the first row of the model tensor this holds (wte's units)
 };
 
 struct UnitLayout {
@@ -34,18 +44,23 @@ struct UnitLayout {
 };
 
 std::string dims_str(const GPT2Dims& d);  // "n_layer 12, n_head 12, ..."
-std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d);
+// The smallest K dividing padded_vocab_size for which a K-th of wte is no larger than a block.
+int gpt2_wte_units(const GPT2Dims& d);
+// wte_units: K of [Note: the tied embedding's units]; 0 picks gpt2_wte_units.
+std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d, int wte_units = 0);
 int64_t gpt2_num_params(const GPT2Dims& d);
 // Training FLOPs per token, llm.c's count: 6 per parameter plus 6*L*C*T for attention.
 double gpt2_flops_per_token(const GPT2Dims& d, int T);
 
 class GPT2 {
  public:
-  explicit GPT2(const GPT2Dims& d);
+  // wte_units: K of [Note: the tied embedding's units]; 0 picks gpt2_wte_units.
+  explicit GPT2(const GPT2Dims& d, int wte_units = 0);
 
   const GPT2Dims& dims() const { return dims_; }
   const std::vector<UnitLayout>& layout() const { return layout_; }
   int num_units() const { return static_cast<int>(layout_.size()); }
+  int wte_units() const { return wte_units_; }  // units 0..K-1; the blocks follow
 
   // Points unit u's parameter tensors at views of `params` (numel of the unit) and, if defined,
   // their gradients at views of `grads`; parameters then require grad. The buffers are owned by
@@ -60,20 +75,18 @@ class GPT2 {
   // engine can initialise unit by unit without holding the whole model.
   void init_unit(int u, uint64_t seed);
 
-  // Units whose parameters unit u also reads (the tied LM head in the final unit reads unit 0's
-  // wte): the ZeRO engine keeps them gathered while u runs, and their gradients are complete only
-  // after u's backward too.
-  std::vector<int> borrowed_units(int u) const;
-
   // tokens, targets (B,T) i32 -> mean loss (targets == -1 ignored). Records on the tape.
   Tensor forward(Tape& tape, const Tensor& tokens, const Tensor& targets);
-  // tokens (B,T) -> logits (B,T,Vp).
+  // tokens (B,T) -> logits (B,T,Vp), for inference: the parts are joined without autograd.
   Tensor logits(Tape& tape, const Tensor& tokens);
 
  private:
   Tensor hidden(Tape& tape, const Tensor& tokens);
+  // The head's K column ranges of the logits, (B,T,Vp/K) each.
+  std::vector<Tensor> logit_parts(Tape& tape, const Tensor& tokens);
 
   GPT2Dims dims_;
+  int wte_units_;
   std::vector<UnitLayout> layout_;
   std::vector<std::vector<Tensor>> bound_;
 };

@@ -7,8 +7,9 @@
 
 namespace zt {
 
-// Fills x[0..n) with normal(0, std) from the stream (seed, stream): each tensor has its own stream,
-// so the values do not depend on which other tensors were initialised first.
-void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream);
+// Fills x[0..n) with elements [first, first+n) of normal(0, std) from the stream (seed, stream):
+// each tensor has its own stream, so the values do not depend on which other tensors were
+// initialised first, and a part of a tensor (`first` > 0) gets the values the whole would have.
+void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream, size_t first = 0);
 
 }  // namespace zt

@@ -33,12 +33,12 @@ std::runtime_error file_error(const std::string& path, const std::string& what) 
 }  // namespace
 
 void for_each_llmc_param(const GPT2& m, const std::function<void(int unit, int index)>& f) {
-  const int L = m.dims().n_layer;
-  f(0, 0);  // wte
-  f(0, 1);  // wpe
-  const int per_block = static_cast<int>(m.layout()[1].params.size());  // L >= 1 always
+  const int L = m.dims().n_layer, K = m.wte_units();
+  for (int k = 0; k < K; ++k) f(k, 0);  // wte, its row ranges in order
+  f(0, 1);                              // wpe
+  const int per_block = static_cast<int>(m.layout()[K].params.size());  // L >= 1 always
   for (int k = 0; k < per_block; ++k)
-    for (int l = 0; l < L; ++l) f(1 + l, k);
+    for (int l = 0; l < L; ++l) f(K + l, k);
   f(m.num_units() - 1, 0);  // lnfw
   f(m.num_units() - 1, 1);  // lnfb
 }

@@ -159,6 +159,7 @@ void read_model(Section& top, ModelConfig& m) {
   auto s = top.sub("model");
   if (!s) return;
   s->get("arch", m.arch);
+  s->get("wte_units", m.wte_units);
   for (const auto& [key, field] : kGPT2DimFields)
     if (s->get(key, m.dims.*field)) m.given.emplace_back(key);
   if (const json* v = s->find("init_from"); v && !v->is_null()) {
@@ -405,6 +406,10 @@ void check_values(Config& c, const Seen& seen) {
     fail("model.n_embd", show(m.dims.n_embd) + " is not divisible by model.n_head " + show(m.dims.n_head));
   if (known("vocab_size") && known("padded_vocab_size") && m.dims.padded_vocab_size < m.dims.vocab_size)
     fail("model.padded_vocab_size", show(m.dims.padded_vocab_size) + " must be >= model.vocab_size " + show(m.dims.vocab_size));
+  if (m.wte_units < 0) fail("model.wte_units", "must be >= 0 (0: automatic), got " + show(m.wte_units));
+  if (m.wte_units > 0 && known("padded_vocab_size") && m.dims.padded_vocab_size % m.wte_units != 0)
+    fail("model.wte_units", show(m.wte_units) + " does not divide model.padded_vocab_size " +
+                                show(m.dims.padded_vocab_size));
 
   if (!seen.data_train) fail("data.train", "required key missing");
   if (d.train.empty()) fail("data.train", "must not be empty");

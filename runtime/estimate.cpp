@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <nlohmann/json.hpp>
 
 #include "models/gpt2.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/trainer.hpp"
+#include "runtime/zero/scheduler.hpp"
 #include "runtime/zero/shard.hpp"
 
 namespace zt {
@@ -16,199 +16,92 @@ namespace {
 
 size_t f32_bytes(int64_t elements) { return static_cast<size_t>(elements) * sizeof(float); }
 
-// ---- The ZeRO engine's buffers and the scheduler's rules, without the buffers -----------------
+// ---- The ZeRO engine's buffers, driven by its own scheduler -----------------------------------
 
-// One rank's ShardedUnits and ZeroScheduler (runtime/zero/), replayed on `mem`: the same
-// decisions at the same hooks, each allocation and free charged where the runtime charges it.
-// Collectives never complete on their own here: a reduction ends (freeing its unit's full
-// gradients at stages 2-3) only where the rules force a wait, which gives the bound the rules
+// One rank's ShardedUnit (runtime/zero/sharded_unit.hpp) without its buffers: each allocation and
+// free is charged to `mem` where the runtime charges it, and the real ZeroScheduler decides when.
+// Collectives never complete on their own here: a reduction ends (freeing the unit's full
+// gradients at stages 2-3) only where the scheduler waits for it, which gives the bound the rules
 // allow. Gathers need no such care: the full buffer is allocated when the gather starts and freed
 // by a release, whenever the gather completes.
-class ScheduleWalk {
+class GhostUnit final : public ScheduledUnit {
  public:
-  ScheduleWalk(const GPT2& model, const ZeroConfig& z, int world, MemAccounting& mem)
-      : cfg_(z), stage_(z.stage), world_(world), mem_(mem) {
-    for (int u = 0; u < model.num_units(); ++u) {
-      const int64_t n = model.layout()[u].numel;
-      units_.push_back({shard_geometry(n, world, 0), stage_ < 3 || n < z.param_persistence_threshold});
-      borrowed_.push_back(model.borrowed_units(u));
-    }
+  // `ring`: elements of the communicator's reduce-scatter ring buffer, shared by a rank's units.
+  GhostUnit(const UnitLayout& lay, const ZeroConfig& z, int world, MemAccounting& mem, int64_t& ring)
+      : name_(lay.name),
+        geo_(shard_geometry(lay.numel, world, 0)),
+        stage_(z.stage),
+        world_(world),
+        persistent_(z.stage < 3 || lay.numel < z.param_persistence_threshold),
+        mem_(mem),
+        ring_(ring) {
+    // What a rank holds from construction on ([Note: ZeRO buffers]): full parameters where kept,
+    // the stage-3 masters, full gradients (stages 0-1) or gradient shards (2-3), AdamW's m and v.
+    const int64_t P = geo_.padded(), S = geo_.shard;
+    if (persistent_) mem_.add(MemCategory::parameters, f32_bytes(P));
+    if (stage_ == 3) mem_.add(MemCategory::parameters, f32_bytes(S));
+    mem_.add(MemCategory::gradients, f32_bytes(stage_ < 2 ? P : S));
+    mem_.add(MemCategory::optimizer, 2 * f32_bytes(stage_ == 0 ? P : S));
+    state_ = persistent_ ? ParamState::gathered : ParamState::sharded;
+    grads_ = stage_ < 2;
   }
 
-  // What a rank holds from construction on ([Note: ZeRO buffers]): full parameters where kept,
-  // the stage-3 masters, full gradients (stages 0-1) or gradient shards (2-3), AdamW's m and v.
-  void hold_model_states() {
-    for (Unit& x : units_) {
-      const int64_t P = x.geo.padded(), S = x.geo.shard;
-      if (x.persistent) mem_.add(MemCategory::parameters, f32_bytes(P));
-      if (stage_ == 3) mem_.add(MemCategory::parameters, f32_bytes(S));
-      mem_.add(MemCategory::gradients, f32_bytes(stage_ < 2 ? P : S));
-      mem_.add(MemCategory::optimizer, 2 * f32_bytes(stage_ == 0 ? P : S));
-      x.gathered = x.persistent;
-      x.grads = stage_ < 2;
-    }
+  const std::string& name() const override { return name_; }
+  int64_t numel() const override { return geo_.numel; }
+  bool persistent() const override { return persistent_; }
+  ParamState state() const override { return state_; }
+
+  void start_gather() override {
+    if (!persistent_) mem_.add(MemCategory::parameters, f32_bytes(geo_.padded()));
+    state_ = ParamState::gathered;
+  }
+  bool gather_done() override { return state_ == ParamState::gathered; }
+  void wait_gather() override {}
+  void release() override {
+    if (persistent_ || state_ == ParamState::sharded) return;
+    mem_.sub(MemCategory::parameters, f32_bytes(geo_.padded()));
+    state_ = ParamState::sharded;
   }
 
-  void begin_pass(bool reduce) {
-    if (!order_.empty()) frozen_ = true;
-    pos_ = 0;
-    reduce_ = reduce;
-    for (Unit& x : units_) x.writers_left = 0;
-    for (int u : order_)
-      for (int v : needs(u)) ++units_[v].writers_left;
+  void prepare_grads() override {
+    if (grads_) return;
+    mem_.add(MemCategory::gradients, f32_bytes(geo_.padded()));
+    grads_ = true;
   }
-
-  void pre(int u, bool backward) {
-    record(u, backward);
-    for (int v : needs(u)) {
-      if (!units_[v].gathered) gather(v);
-      ++units_[v].users;
-      if (backward && !units_[v].grads) {  // prepare_grads
-        mem_.add(MemCategory::gradients, f32_bytes(units_[v].geo.padded()));
-        units_[v].grads = true;
-      }
-    }
-    prefetch();
-  }
-
-  void post(int u, bool backward) {
-    const std::vector<int> n = needs(u);
-    for (int v : n) --units_[v].users;
-    if (backward && reduce_)
-      for (int v : n)
-        if (--units_[v].writers_left == 0) reduce(v);
-    for (int v : n) {
-      const Unit& x = units_[v];
-      if (x.users == 0 && !x.persistent && x.gathered && !(frozen_ && needed_at(v, pos_ + 1))) release(v);
-    }
-    ++pos_;
-  }
-
-  void end_pass() {
-    while (!reducing_.empty()) {
-      finish_reduce(reducing_.front());
-      reducing_.pop_front();
-    }
-    for (int v = 0; v < static_cast<int>(units_.size()); ++v) {
-      if (!units_[v].persistent && units_[v].gathered) release(v);
-      units_[v].users = 0;
-    }
-  }
-
- private:
-  struct Unit {
-    ShardGeometry geo;
-    bool persistent;
-    bool gathered = false;  // full parameters present (a gather in flight holds its buffer too)
-    bool grads = false;     // full gradients present
-    int users = 0, writers_left = 0;
-  };
-
-  // The first pass records the forward order; from its first backward on the schedule is frozen.
-  void record(int u, bool backward) {
-    if (frozen_) return;
-    if (!backward) {
-      order_.push_back(u);
-      return;
-    }
-    frozen_ = true;
-    begin_pass(reduce_);
-    pos_ = order_.size();
-  }
-
-  std::vector<int> needs(int u) const {
-    std::vector<int> n{u};
-    n.insert(n.end(), borrowed_[u].begin(), borrowed_[u].end());
-    return n;
-  }
-
-  bool needed_at(int u, size_t pos) const {
-    const size_t F = order_.size();
-    if (pos >= 2 * F) return false;
-    const int w = pos < F ? order_[pos] : order_[2 * F - 1 - pos];
-    const std::vector<int> n = needs(w);
-    return std::find(n.begin(), n.end(), u) != n.end();
-  }
-
-  void gather(int u) {
-    mem_.add(MemCategory::parameters, f32_bytes(units_[u].geo.padded()));
-    units_[u].gathered = true;
-  }
-
-  void release(int u) {
-    mem_.sub(MemCategory::parameters, f32_bytes(units_[u].geo.padded()));
-    units_[u].gathered = false;
-  }
-
-  int64_t live_numel() const {
-    int64_t n = 0;
-    for (const Unit& x : units_)
-      if (!x.persistent && x.gathered) n += x.geo.numel;
-    return n;
-  }
-
-  void prefetch() {
-    if (stage_ < 3 || !frozen_) return;
-    int64_t ahead = 0, live = live_numel();
-    std::vector<char> counted(units_.size(), 0);
-    const size_t F = order_.size();
-    for (size_t p = pos_ + 1; p < 2 * F; ++p) {
-      for (int v : needs(p < F ? order_[p] : order_[2 * F - 1 - p])) {
-        const Unit& x = units_[v];
-        if (x.persistent || x.users > 0 || counted[v]) continue;
-        counted[v] = 1;
-        ahead += x.geo.numel;
-        if (ahead > cfg_.prefetch_bucket_size) return;
-        if (x.gathered) continue;
-        if (live + x.geo.numel > cfg_.max_live_parameters) return;
-        gather(v);
-        live += x.geo.numel;
-      }
-    }
-  }
-
-  void reduce(int u) {
-    auto in_flight = [&] {
-      int64_t n = 0;
-      for (int v : reducing_) n += units_[v].geo.numel;
-      return n;
-    };
-    while (!reducing_.empty() && in_flight() + units_[u].geo.numel > cfg_.reduce_bucket_size) {
-      finish_reduce(reducing_.front());
-      reducing_.pop_front();
-    }
+  void start_reduce(bool scatter) override {
     // comm/mpi_communicator.cpp: an f32 reduce-scatter runs as a ring through a buffer of twice the
     // shard, kept between operations and grown (new before old is freed) for a longer shard.
     // Stage 0 and reduce_scatter false all-reduce in place, through MPI's own buffers.
-    if (world_ > 1 && stage_ > 0 && cfg_.reduce_scatter && 2 * units_[u].geo.shard > ring_) {
-      mem_.add(MemCategory::communication, f32_bytes(2 * units_[u].geo.shard));
+    if (world_ > 1 && stage_ > 0 && scatter && 2 * geo_.shard > ring_) {
+      mem_.add(MemCategory::communication, f32_bytes(2 * geo_.shard));
       mem_.sub(MemCategory::communication, f32_bytes(ring_));
-      ring_ = 2 * units_[u].geo.shard;
+      ring_ = 2 * geo_.shard;
     }
-    if (world_ == 1 || !cfg_.overlap_comm) {  // done at once (one rank), or waited for where it starts
-      finish_reduce(u);
-      return;
-    }
-    reducing_.push_back(u);
+    if (world_ == 1) finish_reduce();  // one rank: done at once
+    else reducing_ = true;
   }
+  bool reduce_done() override { return !reducing_; }
+  void wait_reduce() override {
+    if (reducing_) finish_reduce();
+  }
+  bool reducing() const override { return reducing_; }
 
-  void finish_reduce(int u) {
+ private:
+  void finish_reduce() {
+    reducing_ = false;
     if (stage_ < 2) return;  // the full gradients are kept
-    mem_.sub(MemCategory::gradients, f32_bytes(units_[u].geo.padded()));
-    units_[u].grads = false;
+    mem_.sub(MemCategory::gradients, f32_bytes(geo_.padded()));
+    grads_ = false;
   }
 
-  std::vector<Unit> units_;
-  std::vector<std::vector<int>> borrowed_;
-  ZeroConfig cfg_;
+  std::string name_;
+  ShardGeometry geo_;
   int stage_, world_;
+  bool persistent_;
   MemAccounting& mem_;
-  std::vector<int> order_;
-  bool frozen_ = false;
-  size_t pos_ = 0;
-  bool reduce_ = false;
-  std::deque<int> reducing_;
-  int64_t ring_ = 0;  // elements of the communicator's ring buffer
+  int64_t& ring_;
+  ParamState state_;
+  bool grads_ = false, reducing_ = false;
 };
 
 // ---- GPT-2's activations, op by op ------------------------------------------------------------
@@ -230,9 +123,10 @@ struct Entry {
 class ActivationReplay {
  public:
   // The tape GPT2::forward records (models/gpt2.cpp) for a (B,T) micro-batch.
-  ActivationReplay(const GPT2Dims& d, int B, int T) {
+  ActivationReplay(const GPT2& model, int B, int T) {
+    const GPT2Dims& d = model.dims();
     const int64_t BT = int64_t{B} * T, C = d.n_embd;
-    const int last = d.n_layer + 1;
+    const int K = model.wte_units(), last = model.num_units() - 1;
     auto op = [&](int64_t out_elems, std::vector<int> grad_inputs, std::vector<int64_t> saved = {}) {
       Entry e;
       e.outputs = {act(out_elems)};
@@ -249,26 +143,36 @@ class ActivationReplay {
     auto layernorm = [&](int x) { return op(BT * C, {x}, {BT, BT}); };
     auto linear = [&](int x, int64_t OC) { return op(BT * OC, {x}); };
 
+    // The embedding: wte's row ranges and wpe are parameters; ranges after the first add in.
     unit(Entry::unit_begin, 0);
-    int x = op(BT * C, {});  // the embedding: wte and wpe are parameters
+    int x = op(BT * C, {});
     unit(Entry::unit_end, 0);
+    for (int k = 1; k < K; ++k) {
+      unit(Entry::unit_begin, k);
+      x = op(BT * C, {x, op(BT * C, {})});
+      unit(Entry::unit_end, k);
+    }
     for (int l = 0; l < d.n_layer; ++l) {
-      unit(Entry::unit_begin, 1 + l);
+      unit(Entry::unit_begin, K + l);
       const int qkv = linear(layernorm(x), 3 * C);
       const int y = op(BT * C, {qkv}, {int64_t{B} * d.n_head * T * T});  // attention
       const int x2 = op(BT * C, {x, linear(y, C)});                       // residual add
       const int f = op(4 * BT * C, {linear(layernorm(x2), 4 * C)});       // gelu
       x = op(BT * C, {x2, linear(f, C)});
-      unit(Entry::unit_end, 1 + l);
+      unit(Entry::unit_end, K + l);
     }
     unit(Entry::unit_begin, last);
-    const int logits = linear(layernorm(x), d.padded_vocab_size);  // the head, tied to wte
+    const int xn = layernorm(x);
     unit(Entry::unit_end, last);
     Entry ce;
+    for (int k = 0; k < K; ++k) {  // the head: one column range of the logits per wte unit
+      unit(Entry::unit_begin, k);
+      ce.grad_inputs.push_back(linear(xn, d.padded_vocab_size / K));
+      unit(Entry::unit_end, k);
+    }
     ce.transient = {act(BT)};
     ce.saved = {act(BT)};
     ce.outputs = {act(1)};
-    ce.grad_inputs = {logits};
     ce.grad_in_place = true;
     loss_ = ce.outputs[0];
     program_.push_back(std::move(ce));
@@ -276,13 +180,13 @@ class ActivationReplay {
 
   // Forward and backward of one micro-batch, hooks and all, then end_pass; the trainer holds the
   // loss until the pass has ended.
-  void run_pass(ScheduleWalk& walk, MemAccounting& mem) {
+  void run_pass(const UnitHooks& hooks, ZeroScheduler& sched, MemAccounting& mem) {
     std::vector<char> grad(elems_.size(), 0);  // 1: own buffer, 2: the tensor's own memory
     auto charge = [&](int a) { mem.add(MemCategory::activations, f32_bytes(elems_[a])); };
     auto drop = [&](int a) { mem.sub(MemCategory::activations, f32_bytes(elems_[a])); };
     for (const Entry& e : program_) {
-      if (e.kind == Entry::unit_begin) walk.pre(e.unit, false);
-      if (e.kind == Entry::unit_end) walk.post(e.unit, false);
+      if (e.kind == Entry::unit_begin) hooks.pre_forward(e.unit);
+      if (e.kind == Entry::unit_end) hooks.post_forward(e.unit);
       if (e.kind != Entry::op) continue;
       for (const auto* list : {&e.outputs, &e.saved, &e.transient})
         for (int a : *list) charge(a);
@@ -291,8 +195,8 @@ class ActivationReplay {
     charge(loss_);  // the seed d(loss)
     grad[loss_] = 1;
     for (auto it = program_.rbegin(); it != program_.rend(); ++it) {
-      if (it->kind == Entry::unit_end) walk.pre(it->unit, true);
-      if (it->kind == Entry::unit_begin) walk.post(it->unit, true);
+      if (it->kind == Entry::unit_end) hooks.pre_backward(it->unit);
+      if (it->kind == Entry::unit_begin) hooks.post_backward(it->unit);
       if (it->kind != Entry::op) continue;
       for (int a : it->grad_inputs)
         if (!grad[a]) {
@@ -305,7 +209,7 @@ class ActivationReplay {
       }
       for (int a : it->saved) drop(a);
     }
-    walk.end_pass();
+    sched.end_pass();
     drop(loss_);
   }
 
@@ -328,16 +232,21 @@ StageEstimate estimate_stage(const Config& cfg, const GPT2& model, int stage, in
   ZeroConfig z = cfg.zero;
   z.stage = stage;
   MemAccounting mem;
-  ScheduleWalk walk(model, z, world, mem);
-  ActivationReplay replay(model.dims(), cfg.micro_batch, cfg.data.seq_len);
-  walk.hold_model_states();
+  int64_t ring = 0;
+  std::vector<GhostUnit> units;
+  units.reserve(model.num_units());
+  std::vector<ScheduledUnit*> scheduled;
+  for (const UnitLayout& lay : model.layout()) scheduled.push_back(&units.emplace_back(lay, z, world, mem, ring));
+  ZeroScheduler sched(std::move(scheduled), z);
+  const UnitHooks hooks = sched.hooks();
+  ActivationReplay replay(model, cfg.micro_batch, cfg.data.seq_len);
   // The trainer's (B,T) i32 token and target batches.
   mem.add(MemCategory::other, 2 * sizeof(int32_t) * static_cast<size_t>(cfg.micro_batch) * cfg.data.seq_len);
   for (int step = 0; step < 2; ++step) {
     mem.reset_peaks();
     for (int micro = 0; micro < cfg.grad_accum; ++micro) {
-      walk.begin_pass(stage >= 2 || micro == cfg.grad_accum - 1);
-      replay.run_pass(walk, mem);
+      sched.begin_pass(stage >= 2 || micro == cfg.grad_accum - 1);
+      replay.run_pass(hooks, sched, mem);
     }
     // One-element all-reduces of the gradient norm (sharded stages) and of the loss. The MPI
     // progress thread may still hold the norm's (its finished operation captured it) when the
@@ -400,7 +309,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
     why += std::to_string(e.dims.n_embd) + " is not divisible by model.n_head " + std::to_string(e.dims.n_head);
     throw ConfigError(why);
   }
-  const GPT2 model(e.dims);
+  const GPT2 model(e.dims, cfg.model.wte_units);
   for (const UnitLayout& u : model.layout()) {
     e.num_params += u.numel;
     e.largest_unit = std::max(e.largest_unit, u.numel);

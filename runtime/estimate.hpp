@@ -6,10 +6,10 @@
 // charges and when:
 // - parameters, gradients, optimizer: the buffers of [Note: ZeRO buffers] (runtime/zero/
 //   sharded_unit.hpp) at their padded sizes ([Note: flat shards]); at stage 3 the gathered full
-//   parameters come and go by the rules of [Note: ZeRO schedule] (runtime/zero/scheduler.hpp),
-//   walked position by position: gathers, prefetch within stage3_prefetch_bucket_size and
-//   stage3_max_live_parameters, releases; at stages 2-3 each unit's full gradients exist from its
-//   pre-backward until its reduction finished.
+//   parameters come and go as the runtime's own ZeroScheduler ([Note: ZeRO schedule] in
+//   runtime/zero/scheduler.hpp) drives units that keep accounts instead of buffers: gathers,
+//   prefetch within stage3_prefetch_bucket_size and stage3_max_live_parameters, releases; at
+//   stages 2-3 each unit's full gradients exist from its pre-backward until its reduction finished.
 // - activations: GPT-2's ops as kernels/ops.cpp allocates them (outputs and what backward keeps,
 //   live until the producer's backward; activation gradients from their first consumer's backward
 //   until their producer's, per tensor/tape.cpp).

@@ -56,7 +56,10 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   if (T_ > dims.max_seq_len)
     throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +
                       std::to_string(dims.max_seq_len));
-  model_ = std::make_unique<GPT2>(dims);
+  if (cfg_.model.wte_units > 0 && dims.padded_vocab_size % cfg_.model.wte_units != 0)
+    throw ConfigError("config: model.wte_units: " + std::to_string(cfg_.model.wte_units) +
+                      " does not divide padded_vocab_size " + std::to_string(dims.padded_vocab_size));
+  model_ = std::make_unique<GPT2>(dims, cfg_.model.wte_units);
   engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer,
                                          dtype_from_name(cfg_.precision.dtype));
   if (const char* poison = std::getenv("ZT_POISON_GRADS")) {  // testing aid: "RANK:STEP"

@@ -11,12 +11,21 @@ namespace zt::test {
 struct BoundGPT2 {
   GPT2 gpt;
   std::vector<Tensor> params, grads;  // grads empty unless asked for
-  explicit BoundGPT2(const GPT2Dims& d, bool with_grads = false) : gpt(d) {
+  explicit BoundGPT2(const GPT2Dims& d, bool with_grads = false, int wte_units = 0) : gpt(d, wte_units) {
     for (int u = 0; u < gpt.num_units(); ++u) {
       params.push_back(Tensor::zeros({gpt.layout()[u].numel}));
       grads.push_back(with_grads ? Tensor::zeros({gpt.layout()[u].numel}) : Tensor());
       gpt.bind_unit(u, params.back(), grads.back());
     }
+  }
+  // Every parameter in llm.c's order (which does not depend on how wte is cut into units).
+  std::vector<float> llmc_order(bool grads = false) const {
+    std::vector<float> v;
+    for_each_llmc_param(gpt, [&](int u, int i) {
+      const Tensor& t = grads ? gpt.param(u, i).grad() : gpt.param(u, i);
+      v.insert(v.end(), t.data<float>(), t.data<float>() + t.numel());
+    });
+    return v;
   }
   // Every parameter, unit after unit.
   std::vector<float> all() const {

@@ -23,10 +23,11 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # 6 blocks of 49984 parameters (not a multiple of 3 x 32: shards are padded at 3 ranks), an
-# embedding of 528384 (a padded vocabulary far above the bytes' 256, so that one block is a small
-# part of the gradient peak), a final layernorm of 128; every unit sharded at stage 3.
+# embedding of 528384 in one unit (a padded vocabulary far above the bytes' 256, so that one block
+# is a small part of the gradient peak), a final layernorm of 128; every unit sharded at stage 3.
 cat > "$dir/c.json" <<JSON
-{"model": {"n_layer": 6, "n_head": 4, "n_embd": 64, "vocab_size": 256, "padded_vocab_size": 8192, "max_seq_len": 64},
+{"model": {"n_layer": 6, "n_head": 4, "n_embd": 64, "vocab_size": 256, "padded_vocab_size": 8192, "max_seq_len": 64,
+           "wte_units": 1},
  "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 64},
  "train": {"steps": 3, "threads": 1, "val_interval": 0},
  "train_micro_batch_size_per_gpu": 4, "steps_per_print": 1,
@@ -58,6 +59,10 @@ case_ np2 2
 # lets only one of them come.
 case_ np3 3 --set train_micro_batch_size_per_gpu=2 --set gradient_accumulation_steps=2 \
   --set zero_optimization.stage3_prefetch_bucket_size=100000 --set zero_optimization.stage3_max_live_parameters=120000
+# The embedding in its automatic 16 units of 32768: no unit is larger than a block, so a reduction in
+# flight or not is a large part of the gradient peak, which lies anywhere in [floor, estimate];
+# the other categories are checked as above.
+case_ np2split 2 --set model.wte_units=0
 
 # The table form marks the configured stage; a bad world size is a usage error.
 out=$("$ztrain" estimate --config "$dir/c.json" --world-size 2 --set zero_optimization.stage=3 2>&1) \
@@ -71,7 +76,7 @@ import json, os, sys
 d = sys.argv[1]
 keys = ("parameters", "gradients", "optimizer", "activations", "communication", "other", "total")
 bad = 0
-for name in ("np2", "np3"):
+for name in ("np2", "np3", "np2split"):
     est = json.load(open(os.path.join(d, f"est_{name}.json")))
     floor = json.load(open(os.path.join(d, f"floor_{name}.json")))
     for s in range(4):
@@ -87,7 +92,8 @@ for name in ("np2", "np3"):
             # A one-element all-reduce's buffer may outlive its wait briefly (the progress thread
             # still holds the finished operation): a few bytes either way.
             slack = 0.01 * want["total"] if tiny else 16
-            off = abs(m - e) > (slack if tiny else 0.10 * e)
+            timing = name == "np2split" and k in ("gradients", "total")
+            off = not timing and abs(m - e) > (slack if tiny else 0.10 * e)
             outside = not (f - slack <= m <= e + slack)
             rel = f"{(m - e) / e:+.1%}" if e else "n/a"
             note = (" (tiny)" if tiny else "") + ("  FAIL: off by over 10%" if off else "") + \

@@ -52,6 +52,54 @@ TEST_CASE("layout: llm.c's parameter count and per-unit order") {
   }
 }
 
+TEST_CASE("layout: the tied embedding's units") {
+  const GPT2Dims gpt2;  // 124M: 6 units of 8384 rows, none larger than a block's 7087872 parameters
+  CHECK(gpt2_wte_units(gpt2) == 6);
+  const auto units = gpt2_layout(gpt2);
+  REQUIRE(units.size() == 6 + 12 + 1);
+  CHECK(units[0].name == "embedding");
+  CHECK(units[0].params[0].shape == Shape{8384, 768});
+  CHECK(units[0].params[1].name == "wpe");
+  CHECK(units[5].name == "wte5");
+  CHECK(units[5].params[0].row0 == 5 * 8384);
+  CHECK(units[5].params[0].tensor == 0);
+  CHECK(units[6].name == "block0");
+  CHECK(units[6].params[0].tensor == 2);
+  int64_t n = 0;
+  for (const UnitLayout& u : units) {
+    CHECK(u.numel <= units[6].numel + 1024 * 768);  // unit 0 also holds wpe
+    n += u.numel;
+  }
+  CHECK(n == gpt2_num_params(gpt2));
+  CHECK(gpt2_wte_units(kTiny) == 1);
+  CHECK_THROWS_WITH_AS(gpt2_layout(kTiny, 3), doctest::Contains("must be >= 1 and divide padded_vocab_size 64"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("the tied embedding in 4 units: the same model, loss and gradients as in one") {
+  Bound one(kTiny, true, 1), four(kTiny, true, 4);
+  REQUIRE(four.gpt.num_units() == 4 + 3 + 1);
+  one.gpt.init(5);
+  four.gpt.init(5);
+  CHECK(one.llmc_order() == four.llmc_order());  // each row range draws its part of wte's stream
+  Tensor tokens = Tensor::empty({2, 16}, DType::i32), targets = Tensor::empty({2, 16}, DType::i32);
+  for (int i = 0; i < 32; ++i) {
+    tokens.data<int32_t>()[i] = (i * 37) % kTiny.vocab_size;  // every row range sees tokens
+    targets.data<int32_t>()[i] = (i * 11 + 3) % kTiny.vocab_size;
+  }
+  Tape t1, t4;
+  const Tensor l1 = one.gpt.forward(t1, tokens, targets), l4 = four.gpt.forward(t4, tokens, targets);
+  CHECK(std::abs(l1.data<float>()[0] - l4.data<float>()[0]) <= 1e-6f * std::abs(l1.data<float>()[0]));
+  t1.backward(l1);
+  t4.backward(l4);
+  const std::vector<float> g1 = one.llmc_order(true), g4 = four.llmc_order(true);
+  REQUIRE(g1.size() == g4.size());
+  CHECK(test::rel_error(g4.data(), g1.data(), g1.size()) <= 1e-5);
+  const Tensor lg1 = one.gpt.logits(t1, tokens), lg4 = four.gpt.logits(t4, tokens);
+  REQUIRE(lg4.shape() == Shape{2, 16, 64});
+  CHECK(test::rel_error(lg4.data<float>(), lg1.data<float>(), static_cast<size_t>(lg1.numel())) <= 1e-6);
+}
+
 TEST_CASE("init: GPT-2 statistics, padded rows zero, reproducible") {
   const GPT2Dims d{64, 500, 512, 4, 4, 64};
   Bound a(d), b(d);

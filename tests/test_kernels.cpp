@@ -136,21 +136,38 @@ TEST_CASE("encoder") {
     };
 
     Vec out = poison(n);
-    cpu::encoder_forward(out.data(), inp.data(), wte.data(), wpe.data(), d.B, d.T, d.C);
+    cpu::encoder_forward(out.data(), inp.data(), wte.data(), wpe.data(), d.B, d.T, d.C, 0, d.Vp);
     loss();
     check_close("encoder out", out, ref_out);
 
     Vec gwte = g0_wte, gwpe = g0_wpe;
-    cpu::encoder_backward(gwte.data(), gwpe.data(), W.data(), inp.data(), d.B, d.T, d.C);
+    cpu::encoder_backward(gwte.data(), gwpe.data(), W.data(), inp.data(), d.B, d.T, d.C, 0, d.Vp);
     check_grad("wte", dwte, loss, gwte, g0_wte);
     check_grad("wpe", dwpe, loss, gwpe, g0_wpe);
 
     {  // null gradients are skipped
       Vec only_wte = g0_wte, only_wpe = g0_wpe;
-      cpu::encoder_backward(only_wte.data(), nullptr, W.data(), inp.data(), d.B, d.T, d.C);
-      cpu::encoder_backward(nullptr, only_wpe.data(), W.data(), inp.data(), d.B, d.T, d.C);
+      cpu::encoder_backward(only_wte.data(), nullptr, W.data(), inp.data(), d.B, d.T, d.C, 0, d.Vp);
+      cpu::encoder_backward(nullptr, only_wpe.data(), W.data(), inp.data(), d.B, d.T, d.C, 0, d.Vp);
       check_close("wte alone", only_wte, dbl(gwte), kSameTol);
       check_close("wpe alone", only_wpe, dbl(gwpe), kSameTol);
+    }
+    {  // wte as two row ranges (the tied embedding's units): the parts add up to the whole, bit
+       // for bit, and each range gets exactly its rows' gradients
+      const int r0 = d.Vp / 2;
+      const size_t split = static_cast<size_t>(r0) * d.C;
+      Vec lo = poison(n), hi = poison(n);
+      cpu::encoder_forward(lo.data(), inp.data(), wte.data(), wpe.data(), d.B, d.T, d.C, 0, r0);
+      cpu::encoder_forward(hi.data(), inp.data(), wte.data() + split, nullptr, d.B, d.T, d.C, r0, d.Vp - r0);
+      Vec sum(n);
+      for (size_t i = 0; i < n; ++i) sum[i] = lo[i] + hi[i];
+      CHECK(same_bits(sum, out));
+      Vec g_lo(g0_wte.begin(), g0_wte.begin() + static_cast<std::ptrdiff_t>(split));
+      Vec g_hi(g0_wte.begin() + static_cast<std::ptrdiff_t>(split), g0_wte.end());
+      cpu::encoder_backward(g_lo.data(), nullptr, W.data(), inp.data(), d.B, d.T, d.C, 0, r0);
+      cpu::encoder_backward(g_hi.data(), nullptr, W.data(), inp.data(), d.B, d.T, d.C, r0, d.Vp - r0);
+      g_lo.insert(g_lo.end(), g_hi.begin(), g_hi.end());
+      CHECK(same_bits(g_lo, gwte));
     }
   }
 }
@@ -365,7 +382,8 @@ TEST_CASE("crossentropy") {
   const double ref_mean = loss() / upstream;
 
   Vec losses = poison(N), lse = poison(N);
-  const int count = cpu::crossentropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N, V, Vp, ignore);
+  const float* whole[] = {logits.data()};
+  const int count = cpu::crossentropy_forward(losses.data(), lse.data(), whole, 1, targets.data(), N, V, Vp, ignore);
   CHECK(count == N - 3);
   CHECK(count == ref_count);
   check_close("losses", losses, ref_losses);
@@ -377,10 +395,11 @@ TEST_CASE("crossentropy") {
   for (float l : losses) sum += l;
   CHECK(std::fabs(sum / count - ref_mean) <= kFwdTol * ref_mean);
 
-  // The backward overwrites: start from NaN so that every element must be written.
+  // The backward writes d(logits) over the logits: every element, including the padded columns.
   const float scale = static_cast<float>(upstream / count);
-  Vec grad = poison(logits.size());
-  cpu::crossentropy_backward(grad.data(), logits.data(), lse.data(), targets.data(), scale, N, V, Vp, ignore);
+  Vec grad = logits;
+  float* grad_whole[] = {grad.data()};
+  cpu::crossentropy_backward(grad_whole, 1, lse.data(), targets.data(), scale, N, V, Vp, ignore);
   check_grad("logits", dlogits, loss, grad, {});
   bool padded_zero = true, ignored_zero = true;
   for (int i = 0; i < N; ++i)
@@ -392,22 +411,42 @@ TEST_CASE("crossentropy") {
   CHECK(padded_zero);
   CHECK(ignored_zero);
 
-  SUBCASE("in place: dlogits aliases logits") {
-    Vec inplace = logits;
-    cpu::crossentropy_backward(inplace.data(), inplace.data(), lse.data(), targets.data(), scale, N, V, Vp, ignore);
-    // Not bit for bit: Eigen computes the exp of the elements it peels off for alignment with
-    // scalar code and the rest with packets, so the last bit depends on the buffers' addresses.
-    check_close("in-place dlogits", inplace, dbl(grad), kSameTol);
+  SUBCASE("logits as column ranges") {
+    // K = 4 parts of 4 columns: part 2 is partly padding, part 3 all padding (V = 10).
+    const int K = 4, R = Vp / K;
+    std::vector<Vec> parts(K, Vec(static_cast<size_t>(N) * R));
+    for (int k = 0; k < K; ++k)
+      for (int i = 0; i < N; ++i)
+        for (int j = 0; j < R; ++j)
+          parts[k][static_cast<size_t>(i) * R + j] = logits[static_cast<size_t>(i) * Vp + k * R + j];
+    std::vector<const float*> in;
+    std::vector<float*> out;
+    for (Vec& p : parts) {
+      in.push_back(p.data());
+      out.push_back(p.data());
+    }
+    Vec l4 = poison(N), lse4 = poison(N);
+    CHECK(cpu::crossentropy_forward(l4.data(), lse4.data(), in.data(), K, targets.data(), N, V, Vp, ignore) == count);
+    check_close("losses from parts", l4, dbl(losses), kSameTol);
+    check_close("lse from parts", lse4, dbl(lse), kSameTol);
+    cpu::crossentropy_backward(out.data(), K, lse.data(), targets.data(), scale, N, V, Vp, ignore);
+    Vec joined(grad.size());
+    for (int k = 0; k < K; ++k)
+      for (int i = 0; i < N; ++i)
+        for (int j = 0; j < R; ++j)
+          joined[static_cast<size_t>(i) * Vp + k * R + j] = parts[k][static_cast<size_t>(i) * R + j];
+    check_close("dlogits from parts", joined, dbl(grad), kSameTol);
     bool zeros_kept = true;
-    for (size_t i = 0; i < grad.size(); ++i) zeros_kept &= (grad[i] == 0.0f) == (inplace[i] == 0.0f);
+    for (size_t i = 0; i < grad.size(); ++i) zeros_kept &= (grad[i] == 0.0f) == (joined[i] == 0.0f);
     CHECK(zeros_kept);
   }
   SUBCASE("every row ignored") {
     const Ids none(N, ignore);
     Vec l2 = poison(N), lse2 = poison(N), g2 = poison(logits.size());
-    CHECK(cpu::crossentropy_forward(l2.data(), lse2.data(), logits.data(), none.data(), N, V, Vp, ignore) == 0);
+    CHECK(cpu::crossentropy_forward(l2.data(), lse2.data(), whole, 1, none.data(), N, V, Vp, ignore) == 0);
     CHECK(same_bits(l2, Vec(N, 0.0f)));
-    cpu::crossentropy_backward(g2.data(), logits.data(), lse2.data(), none.data(), 1.0f, N, V, Vp, ignore);
+    float* g2_whole[] = {g2.data()};
+    cpu::crossentropy_backward(g2_whole, 1, lse2.data(), none.data(), 1.0f, N, V, Vp, ignore);
     CHECK(same_bits(g2, Vec(g2.size(), 0.0f)));
   }
 }

@@ -1,43 +1,50 @@
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 #include "kernels/cpu/eigen_maps.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace zt::cpu {
 
-int crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets, int N, int V,
-                         int Vp, int ignore_index) {
+// Row i's logits are K segments, one per part; the class columns of part k are the first
+// valid(k) of its R (the rest are padding).
+int crossentropy_forward(float* losses, float* lse, const float* const* parts, int K, const int32_t* targets, int N,
+                         int V, int Vp, int ignore_index) {
+  const int R = Vp / K;
+  auto valid = [&](int k) { return std::clamp(V - k * R, 0, R); };
   int counted = 0;
 #pragma omp parallel for schedule(static) reduction(+ : counted)
   for (int i = 0; i < N; ++i) {
-    ConstArrayMap row(logits + static_cast<size_t>(i) * Vp, V);
-    const float mx = row.maxCoeff();
-    lse[i] = mx + std::log((row - mx).exp().sum());
+    auto seg = [&](int k) { return ConstArrayMap(parts[k] + static_cast<size_t>(i) * R, valid(k)); };
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int k = 0; k < K && valid(k); ++k) mx = std::max(mx, seg(k).maxCoeff());
+    float sum = 0.0f;
+    for (int k = 0; k < K && valid(k); ++k) sum += (seg(k) - mx).exp().sum();
+    lse[i] = mx + std::log(sum);
     if (targets[i] == ignore_index) {
       losses[i] = 0.0f;
     } else {
-      losses[i] = lse[i] - row[targets[i]];
+      losses[i] = lse[i] - parts[targets[i] / R][static_cast<size_t>(i) * R + targets[i] % R];
       ++counted;
     }
   }
   return counted;
 }
 
-void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
-                           float scale, int N, int V, int Vp, int ignore_index) {
+void crossentropy_backward(float* const* parts, int K, const float* lse, const int32_t* targets, float scale, int N,
+                           int V, int Vp, int ignore_index) {
+  const int R = Vp / K;
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
-    ArrayMap d(dlogits + static_cast<size_t>(i) * Vp, Vp);
-    if (targets[i] == ignore_index) {
-      d.setZero();
-      continue;
+    for (int k = 0; k < K; ++k) {
+      ArrayMap d(parts[k] + static_cast<size_t>(i) * R, R);
+      const int n = targets[i] == ignore_index ? 0 : std::clamp(V - k * R, 0, R);
+      d.head(n) = (d.head(n) - lse[i]).exp() * scale;  // each element read before it is written
+      d.tail(R - n).setZero();
     }
-    // logits and dlogits may be the same memory: read each element before writing it.
-    ConstArrayMap row(logits + static_cast<size_t>(i) * Vp, V);
-    d.head(V) = ((row - lse[i]).exp()) * scale;
-    d.tail(Vp - V).setZero();
-    d[targets[i]] -= scale;
+    if (targets[i] != ignore_index) parts[targets[i] / R][static_cast<size_t>(i) * R + targets[i] % R] -= scale;
   }
 }
 

@@ -16,9 +16,13 @@ namespace zt::cpu {
 void set_num_threads(int n);  // n <= 0: all cores
 int num_threads();
 
-// out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) token ids in [0, Vp).
-void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T, int C);
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T, int C);
+// out (B,T,C) = wte[inp[b,t] - row0] + wpe[t]; wte holds the table's rows [row0, row0+rows), and
+// tokens outside them take zeros (the tied embedding's row ranges, models/gpt2.hpp); either table
+// may be null. The backward accumulates into dwte's rows and dwpe (either may be null).
+void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T, int C,
+                     int row0, int rows);
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T, int C, int row0,
+                      int rows);
 
 // Per row of inp (N,C): out = (x - mean) * rstd * weight + bias; mean, rstd (N) saved for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -44,16 +48,16 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
 void residual_forward(float* out, const float* a, const float* b, size_t n);
 void residual_backward(float* da, float* db, const float* dout, size_t n);
 
-// Fused softmax cross-entropy over a padded vocabulary. logits (N,Vp); classes are [0,V) and the
+// Fused softmax cross-entropy over a padded vocabulary. The logits (N,Vp) come as K column ranges
+// of width Vp/K, parts[k] (N,Vp/K) each (K = 1: one row-major array); classes are [0,V) and the
 // padded columns [V,Vp) are ignored; rows whose target equals ignore_index contribute nothing.
 // Writes each row's loss (0 for ignored rows) and logsumexp; returns the number of counted rows.
-int crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets, int N, int V,
-                         int Vp, int ignore_index);
-// dlogits = scale * (softmax(logits) - onehot(target)) on counted rows, 0 elsewhere (including the
-// padded columns). Overwrites (does not accumulate): dlogits may alias logits, which is how the
-// fused op saves the (N,Vp) buffer.
-void crossentropy_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
-                           float scale, int N, int V, int Vp, int ignore_index);
+int crossentropy_forward(float* losses, float* lse, const float* const* parts, int K, const int32_t* targets, int N,
+                         int V, int Vp, int ignore_index);
+// d(logits) = scale * (softmax(logits) - onehot(target)) on counted rows, 0 elsewhere (including the
+// padded columns), written over the logits themselves (the fused op's one (N,Vp) buffer).
+void crossentropy_backward(float* const* parts, int K, const float* lse, const int32_t* targets, float scale, int N,
+                           int V, int Vp, int ignore_index);
 
 // AdamW with decoupled weight decay, torch.optim.AdamW's update; t is the 1-based step. grads are
 // multiplied by grad_scale first (clipping, loss-scale removal).

@@ -9,7 +9,6 @@ namespace zt {
 ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
                        DType wire)
     : model_(model), comm_(comm), cfg_(zero) {
-  std::vector<std::vector<int>> borrowed;
   units_.reserve(model.num_units());
   for (int u = 0; u < model.num_units(); ++u) {
     const UnitLayout& lay = model.layout()[u];
@@ -19,9 +18,10 @@ ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroCo
     const bool small = lay.numel < cfg_.param_persistence_threshold;
     units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, small, comm, opt, wire);
     model.bind_unit(u, units_.back().param_view(), units_.back().grad_view());
-    borrowed.push_back(model.borrowed_units(u));
   }
-  scheduler_ = std::make_unique<ZeroScheduler>(units_, std::move(borrowed), cfg_);
+  std::vector<ScheduledUnit*> scheduled;
+  for (ShardedUnit& x : units_) scheduled.push_back(&x);
+  scheduler_ = std::make_unique<ZeroScheduler>(std::move(scheduled), cfg_);
   tape.set_hooks(scheduler_->hooks());
 }
 

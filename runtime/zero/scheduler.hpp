@@ -3,17 +3,19 @@
 //
 // [Note: ZeRO schedule] The first forward pass records the order in which units run; the pass's
 // schedule is that order, then the same order reversed for backward (FSDP2's rule: backward
-// prefetch is the reverse of the recorded forward order). A unit's needs are the unit itself and
-// the units it borrows (the tied LM head reads the embedding's wte).
-// - pre-hook at position i: every needed unit is gathered (waited for), then the units the next
-//   positions need are prefetched: those that no running unit holds, in schedule order, as long
-//   as they add up to at most stage3_prefetch_bucket_size elements and the gathered or in-flight
-//   units to at most stage3_max_live_parameters. Needed units are gathered whatever the cap says.
-// - post-hook at position i: a needed unit that no running unit uses and position i+1 does not
-//   need is released (stage 3; persistent units never are).
-// - post-backward: a unit's gradients are complete once every unit needing it ran backward; then
-//   its reduction starts (every micro-batch at stages 2-3, the last one at stages 0-1), at most
-//   reduce_bucket_size elements in flight, oldest waited first.
+// prefetch is the reverse of the recorded forward order). A unit may run more than once in a pass
+// (the tied embedding's units run in the embedding and again in the head).
+// - pre-hook at position i: the unit is gathered (waited for), then the units of the next
+//   positions are prefetched, in schedule order, as long as they add up to at most
+//   stage3_prefetch_bucket_size elements and the gathered or in-flight units to at most
+//   stage3_max_live_parameters. The running unit is gathered whatever the cap says.
+// - post-hook at position i: the unit is released unless position i+1 runs it too (stage 3;
+//   persistent units never are).
+// - post-backward: the unit's reduction starts (every micro-batch at stages 2-3, the last one at
+//   stages 0-1), at most reduce_bucket_size elements in flight, oldest waited first. Stages 0-1
+//   keep full gradients, so a unit that runs more than once is reduced after its last backward;
+//   stages 2-3 reduce after each, adding to the shard, so that no full gradients wait from the
+//   head's backward to the embedding's (a unit's next backward waits for its reduction first).
 // - every hook tests the collectives in flight, which also drives MPI in its polled mode.
 // With overlap_comm false every collective is waited for where it starts.
 #pragma once
@@ -22,15 +24,16 @@
 #include <vector>
 
 #include "runtime/config.hpp"
-#include "runtime/zero/sharded_unit.hpp"
+#include "runtime/trace.hpp"
+#include "runtime/zero/scheduled_unit.hpp"
 #include "tensor/tape.hpp"
 
 namespace zt {
 
 class ZeroScheduler {
  public:
-  // `units` outlives the scheduler; borrowed[u] lists the other units unit u reads.
-  ZeroScheduler(std::vector<ShardedUnit>& units, std::vector<std::vector<int>> borrowed, const ZeroConfig& cfg);
+  // The units outlive the scheduler.
+  ZeroScheduler(std::vector<ScheduledUnit*> units, const ZeroConfig& cfg);
 
   UnitHooks hooks();
 
@@ -53,15 +56,12 @@ class ZeroScheduler {
   void pre(int u, bool backward);
   void post(int u, bool backward);
   void record(int u, bool backward);
-  std::vector<int> needs(int u) const;
   void gather_now(int u);
   void prefetch();
   void reduce(int u);
-  bool needed_at(int u, size_t pos) const;
   int unit_at(size_t pos) const;  // the unit the schedule runs at pos; -1 past its end
 
-  std::vector<ShardedUnit>& units_;
-  std::vector<std::vector<int>> borrowed_;
+  std::vector<ScheduledUnit*> units_;
   ZeroConfig cfg_;
   int stage_;
 
@@ -69,8 +69,8 @@ class ZeroScheduler {
   bool frozen_ = false;
   size_t pos_ = 0;          // position in the pass's schedule: forward order then its reverse
   bool reduce_ = false;
-  std::vector<int> users_;         // running units that need each unit
-  std::vector<int> writers_left_;  // units still to run backward that write each unit's gradients
+  int running_ = -1;               // the unit between its pre- and post-hook
+  std::vector<int> writers_left_;  // backward runs still to come in this pass, per unit
   std::deque<int> reducing_;       // units whose reduction is in flight, oldest first
   Trace* trace_ = nullptr;
   Trace::clock::time_point compute_started_;  // units do not nest: one running at a time

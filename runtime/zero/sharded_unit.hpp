@@ -25,16 +25,13 @@
 #include "runtime/config.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/trace.hpp"
+#include "runtime/zero/scheduled_unit.hpp"
 #include "runtime/zero/shard.hpp"
 #include "tensor/tensor.hpp"
 
 namespace zt {
 
-// sharded: the full parameters are not here (stage 3) or stale (after an update, stages 1-3);
-// gathering: an all-gather into them is in flight; gathered: they are valid.
-enum class ParamState { sharded, gathering, gathered };
-
-class ShardedUnit {
+class ShardedUnit final : public ScheduledUnit {
  public:
   // `decayed` lists the unit's weight-decayed element ranges; `comm` outlives the unit. `wire` is
   // f32, or bf16/f16 for [Note: mixed precision].
@@ -42,12 +39,11 @@ class ShardedUnit {
               Communicator& comm, const OptimizerConfig& opt, DType wire = DType::f32);
   ShardedUnit(ShardedUnit&&) = default;
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const override { return name_; }
   const ShardGeometry& geometry() const { return geo_; }
-  int64_t numel() const { return geo_.numel; }
-  // Whether the full parameters stay between uses (every unit below stage 3).
-  bool persistent() const { return persistent_; }
-  ParamState state() const { return state_; }
+  int64_t numel() const override { return geo_.numel; }
+  bool persistent() const override { return persistent_; }
+  ParamState state() const override { return state_; }
 
   // The model's views: the first numel() elements of the padded full buffers. Their storage comes
   // and goes with gather/release ([Note: storage that comes and goes] in tensor/tensor.hpp).
@@ -58,29 +54,24 @@ class ShardedUnit {
   const Tensor& master() const { return master_; }
   const Tensor& grad_shard() const { return grad_shard_; }
 
-  // Parameters. start_gather: sharded -> gathering (materializes the full buffer);
-  // gather_done/wait_gather: gathering -> gathered; release: gathered -> sharded, freeing the full
-  // buffer unless the unit is persistent.
-  void start_gather();
-  bool gather_done();
-  void wait_gather();
-  void release();
+  // Parameters ([ScheduledUnit]); start_gather materializes the full buffer.
+  void start_gather() override;
+  bool gather_done() override;
+  void wait_gather() override;
+  void release() override;
   // After the caller wrote all numel() full parameters (init, checkpoint load): the master takes
   // this rank's slice, and the state is gathered.
   void full_params_written();
   void materialize_full_params();  // stage 3: room for a whole-unit write, contents undefined
 
-  // Gradients. begin_step zeroes what accumulates over the step's micro-batches; prepare_grads
-  // makes the full gradients present (stages 2-3 bring them back zeroed for each micro-batch).
+  // Gradients. begin_step zeroes what accumulates over the step's micro-batches; the rest as
+  // ScheduledUnit says.
   void begin_step();
-  void prepare_grads();
-  // Averages the full gradients over the ranks: all-reduce at stage 0, else reduce-scatter into
-  // this rank's slice (or, with scatter false, all-reduce and keep the slice).
-  void start_reduce(bool scatter);
-  bool reduce_done();
-  // Stages 2-3 then add the slice into the gradient shard and free the full gradients.
-  void wait_reduce();
-  bool reducing() const { return grad_work_ != nullptr; }
+  void prepare_grads() override;
+  void start_reduce(bool scatter) override;
+  bool reduce_done() override;
+  void wait_reduce() override;
+  bool reducing() const override { return grad_work_ != nullptr; }
 
   // Records each collective on its lane from start to completion (null: no trace).
   void set_trace(Trace* t) { trace_ = t; }

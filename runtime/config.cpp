@@ -266,7 +266,7 @@ void read_scheduler(Section& top, SchedulerConfig& c, Seen& seen) {
 // DeepSpeed's zero_optimization keys that ztrain does not implement yet (the offload ones land with
 // the offload engine, the model-save one with checkpoints).
 constexpr std::string_view kZeroNotYet[] = {
-    "offload_optimizer", "offload_param", "sub_group_size", "stage3_max_reuse_distance",
+    "offload_optimizer", "offload_param", "sub_group_size",
     "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
     "round_robin_gradients", "elastic_checkpoint", "zero_hpz_partition_size", "zero_quantized_weights",
     "zero_quantized_gradients", "zero_quantized_nontrainable_weights", "mics_shard_size",
@@ -322,6 +322,7 @@ void read_zero(Section& top, ZeroConfig& z) {
   get_count(*s, "allgather_bucket_size", z.allgather_bucket_size);
   get_count(*s, "stage3_prefetch_bucket_size", z.prefetch_bucket_size);
   get_count(*s, "stage3_max_live_parameters", z.max_live_parameters);
+  get_count(*s, "stage3_max_reuse_distance", z.max_reuse_distance);
   get_count(*s, "stage3_param_persistence_threshold", z.param_persistence_threshold);
   s->done();
   if (z.reduce_bucket_size == 0) fail(s->path("reduce_bucket_size"), "must be > 0");

@@ -89,6 +89,9 @@ struct ZeroConfig {
   int64_t allgather_bucket_size = 500'000'000;  // parameter elements in flight in post-update gathers (stages 1-2)
   int64_t prefetch_bucket_size = 50'000'000;    // stage3_prefetch_bucket_size
   int64_t max_live_parameters = 1'000'000'000;  // stage3_max_live_parameters
+  // stage3_max_reuse_distance: a unit used again before this many elements of other units ran stays
+  // gathered (within max_live_parameters). 0, not DeepSpeed's 1e9: freed as soon as possible.
+  int64_t max_reuse_distance = 0;
   int64_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold
 };
 

@@ -196,6 +196,7 @@ TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not th
                                           "zero_optimization.reduce_bucket_size=5e7",
                                           "zero_optimization.stage3_prefetch_bucket_size=1e6",
                                           "zero_optimization.stage3_max_live_parameters=3e8",
+                                          "zero_optimization.stage3_max_reuse_distance=1e9",
                                           "zero_optimization.stage3_param_persistence_threshold=1000",
                                           "zero_optimization.allgather_bucket_size=200000",
                                           "zero_optimization.contiguous_gradients=true",
@@ -206,6 +207,8 @@ TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not th
   CHECK(c.zero.reduce_bucket_size == 50'000'000);
   CHECK(c.zero.prefetch_bucket_size == 1'000'000);
   CHECK(c.zero.max_live_parameters == 300'000'000);
+  CHECK(c.zero.max_reuse_distance == 1'000'000'000);
+  CHECK(d.zero.max_reuse_distance == 0);
   CHECK(c.zero.param_persistence_threshold == 1000);
   CHECK(c.zero.allgather_bucket_size == 200'000);
 
@@ -230,8 +233,8 @@ TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not th
   CHECK(error_of({"zero_optimization.reduce_bucket_size=0"}) == "config: zero_optimization.reduce_bucket_size: must be > 0");
   CHECK(error_of({"zero_optimization.offload_optimizer={\"device\": \"cpu\"}"}) ==
         "config: zero_optimization.offload_optimizer: is a DeepSpeed ZeRO key that ztrain does not implement yet");
-  CHECK(error_of({"zero_optimization.stage3_max_reuse_distance=1e9"}) ==
-        "config: zero_optimization.stage3_max_reuse_distance: is a DeepSpeed ZeRO key that ztrain does not implement yet");
+  CHECK(error_of({"zero_optimization.sub_group_size=1e9"}) ==
+        "config: zero_optimization.sub_group_size: is a DeepSpeed ZeRO key that ztrain does not implement yet");
   CHECK(error_of({"zero_optimization.allgather_partitions=false"}) ==
         "config: zero_optimization.allgather_partitions: false (a broadcast per partition) is not implemented yet");
   CHECK(zt::parse_config(minimal()).train.comm_progress == "auto");

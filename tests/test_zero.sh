@@ -8,7 +8,8 @@
 # instead of reduce-scatter and FSDP's names change nothing; each stage really shards what it
 # claims (peak bytes per rank by category); a stage-3 run saves the same model. The tied embedding
 # cut into 4 units (each runs twice a pass: reduced after each backward at stages 2-3, after the
-# last at stages 0-1) gives the same losses and saves the same model.
+# last at stages 0-1) gives the same losses and saves the same model; stage3_max_reuse_distance
+# keeps units gathered.
 # usage: test_zero.sh MPIRUN ZTRAIN
 set -u
 mpirun=$1 ztrain=$2
@@ -42,6 +43,8 @@ train np3_s3_live 3 --set zero_optimization.stage=3 --set train_micro_batch_size
 train np3_s2_allreduce 3 --set zero_optimization.stage=2 --set train_micro_batch_size_per_gpu=4 \
   --set zero_optimization.reduce_scatter=false --set zero_optimization.allgather_bucket_size=1
 train np2_full_shard 2 --set zero_optimization.sharding_strategy=FULL_SHARD --set train_micro_batch_size_per_gpu=6
+train np2_s3_reuse 2 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=6 \
+  --set zero_optimization.stage3_max_reuse_distance=1e9
 train wte4_np1_s0 1 --set model.wte_units=4
 train wte4_np4_s1 4 --set model.wte_units=4 --set zero_optimization.stage=1 --set train_micro_batch_size_per_gpu=3
 train wte4_np2_s2_accum2 2 --set model.wte_units=4 --set zero_optimization.stage=2 \
@@ -90,6 +93,11 @@ for s in (2, 3):
     check(peak[s]["gradients"] <= 0.75 * peak[0]["gradients"], f"stage {s} gradients not sharded")
 check(peak[3]["parameters"] <= 0.75 * peak[0]["parameters"], "stage 3 parameters not sharded")
 check(peak[1]["parameters"] >= peak[0]["parameters"], "stage 1 should keep full parameters")
+# stage3_max_reuse_distance 1e9 keeps every unit gathered from its forward to its backward: about
+# the whole model's parameters more than the same run without it.
+reuse, s3, whole = (lines(n)[-2]["peak_bytes"]["parameters"] for n in ("np2_s3_reuse", "np2_s3_accum2", "np1_s0"))
+print(f"stage 3 parameter peaks at np=2: {s3} freed after use, {reuse} with reuse distance 1e9")
+check(reuse - s3 >= 0.7 * whole, "stage3_max_reuse_distance 1e9 did not keep the units gathered")
 
 # The stage-3 run's saved model (gathered from the shards) is the reference's, to rounding.
 a = array.array("f")

@@ -74,9 +74,21 @@ void ZeroScheduler::post(int u, bool backward) {
   running_ = -1;
   if (backward && reduce_ && (--writers_left_[u] == 0 || stage_ >= 2)) reduce(u);
   ScheduledUnit& x = *units_[u];
-  if (!x.persistent() && x.state() == ParamState::gathered && !(frozen_ && unit_at(pos_ + 1) == u)) x.release();
+  if (!x.persistent() && x.state() == ParamState::gathered && !reused_soon(u)) x.release();
   ++pos_;
   poll();
+}
+
+bool ZeroScheduler::reused_soon(int u) const {
+  if (!frozen_) return false;
+  int64_t between = 0;  // elements of the units that run before u again
+  for (size_t p = pos_ + 1; p < 2 * order_.size(); ++p) {
+    const int w = unit_at(p);
+    if (w == u) return between == 0 || live_numel() <= cfg_.max_live_parameters;
+    between += units_[w]->numel();
+    if (between > cfg_.max_reuse_distance) return false;
+  }
+  return false;
 }
 
 void ZeroScheduler::prefetch() {

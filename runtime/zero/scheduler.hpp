@@ -9,8 +9,9 @@
 //   positions are prefetched, in schedule order, as long as they add up to at most
 //   stage3_prefetch_bucket_size elements and the gathered or in-flight units to at most
 //   stage3_max_live_parameters. The running unit is gathered whatever the cap says.
-// - post-hook at position i: the unit is released unless position i+1 runs it too (stage 3;
-//   persistent units never are).
+// - post-hook at position i: the unit is released unless position i+1 runs it too, or it runs
+//   again before more than stage3_max_reuse_distance elements of other units have run and the
+//   gathered units are within stage3_max_live_parameters (stage 3; persistent units never are).
 // - post-backward: the unit's reduction starts (every micro-batch at stages 2-3, the last one at
 //   stages 0-1), at most reduce_bucket_size elements in flight, oldest waited first. Stages 0-1
 //   keep full gradients, so a unit that runs more than once is reduced after its last backward;
@@ -60,6 +61,7 @@ class ZeroScheduler {
   void prefetch();
   void reduce(int u);
   int unit_at(size_t pos) const;  // the unit the schedule runs at pos; -1 past its end
+  bool reused_soon(int u) const;
 
   std::vector<ScheduledUnit*> units_;
   ZeroConfig cfg_;

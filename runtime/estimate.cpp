@@ -18,30 +18,71 @@ size_t f32_bytes(int64_t elements) { return static_cast<size_t>(elements) * size
 
 // ---- The ZeRO engine's buffers, driven by its own scheduler -----------------------------------
 
+// The communicator's f32 staging buffers for 16-bit reductions (comm/mpi_communicator.cpp's
+// StagingPool): handed out first fit, taken back when the operation completes, never freed.
+class GhostStaging {
+ public:
+  explicit GhostStaging(MemAccounting& mem) : mem_(mem) {}
+  // Returns the buffer's id, to hand back to put().
+  size_t get(int64_t elements) {
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (sizes_[*it] >= elements) {
+        const size_t id = *it;
+        free_.erase(it);
+        return id;
+      }
+    mem_.add(MemCategory::communication, f32_bytes(elements));
+    sizes_.push_back(elements);
+    return sizes_.size() - 1;
+  }
+  void put(size_t id) { free_.push_back(id); }
+
+ private:
+  MemAccounting& mem_;
+  std::vector<int64_t> sizes_;  // by id
+  std::vector<size_t> free_;    // ids, in the order they came back
+};
+
+// What a rank's units share: the ledger, the communicator's reduce-scatter ring buffer (its
+// length in f32 elements) and its staging pool.
+struct GhostRank {
+  explicit GhostRank(MemAccounting& m) : mem(m), staging(m) {}
+  MemAccounting& mem;
+  int64_t ring = 0;
+  GhostStaging staging;
+};
+
 // One rank's ShardedUnit (runtime/zero/sharded_unit.hpp) without its buffers: each allocation and
-// free is charged to `mem` where the runtime charges it, and the real ZeroScheduler decides when.
-// Collectives never complete on their own here: a reduction ends (freeing the unit's full
-// gradients at stages 2-3) only where the scheduler waits for it, which gives the bound the rules
-// allow. Gathers need no such care: the full buffer is allocated when the gather starts and freed
-// by a release, whenever the gather completes.
+// free is charged to the ledger where the runtime charges it, and the real ZeroScheduler decides
+// when. A collective completes where the scheduler waits for it, or (a gather) where it first
+// tests it; a reduction is only waited for where reduce_bucket_size forces it, which gives the
+// bound the rules allow for the full gradients of stages 2-3.
 class GhostUnit final : public ScheduledUnit {
  public:
-  // `ring`: elements of the communicator's reduce-scatter ring buffer, shared by a rank's units.
-  GhostUnit(const UnitLayout& lay, const ZeroConfig& z, int world, MemAccounting& mem, int64_t& ring)
+  // `wire`: f32, or the 16-bit type of [Note: mixed precision].
+  GhostUnit(const UnitLayout& lay, const ZeroConfig& z, int world, DType wire, GhostRank& rank)
       : name_(lay.name),
         geo_(shard_geometry(lay.numel, world, 0)),
         stage_(z.stage),
         world_(world),
         persistent_(z.stage < 3 || lay.numel < z.param_persistence_threshold),
-        mem_(mem),
-        ring_(ring) {
+        wire_(wire),
+        rank_(rank),
+        mem_(rank.mem) {
     // What a rank holds from construction on ([Note: ZeRO buffers]): full parameters where kept,
-    // the stage-3 masters, full gradients (stages 0-1) or gradient shards (2-3), AdamW's m and v.
-    const int64_t P = geo_.padded(), S = geo_.shard;
+    // the masters where they are buffers of their own (stage 3; every stage in 16 bits, then with
+    // the optimizer, beside a 16-bit parameter shard), full gradients (stages 0-1) or gradient
+    // shards (2-3), AdamW's m and v.
+    const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;
     if (persistent_) mem_.add(MemCategory::parameters, f32_bytes(P));
-    if (stage_ == 3) mem_.add(MemCategory::parameters, f32_bytes(S));
+    if (mixed()) {
+      mem_.add(MemCategory::optimizer, f32_bytes(M));
+      mem_.add(MemCategory::parameters, half_bytes(M));
+    } else if (stage_ == 3) {
+      mem_.add(MemCategory::parameters, f32_bytes(S));
+    }
     mem_.add(MemCategory::gradients, f32_bytes(stage_ < 2 ? P : S));
-    mem_.add(MemCategory::optimizer, 2 * f32_bytes(stage_ == 0 ? P : S));
+    mem_.add(MemCategory::optimizer, 2 * f32_bytes(M));
     state_ = persistent_ ? ParamState::gathered : ParamState::sharded;
     grads_ = stage_ < 2;
   }
@@ -53,14 +94,26 @@ class GhostUnit final : public ScheduledUnit {
 
   void start_gather() override {
     if (!persistent_) mem_.add(MemCategory::parameters, f32_bytes(geo_.padded()));
+    if (mixed()) mem_.add(MemCategory::parameters, half_bytes(geo_.padded()));  // the 16-bit wire buffer
+    state_ = ParamState::gathering;
+  }
+  bool gather_done() override {
+    wait_gather();
+    return state_ == ParamState::gathered;
+  }
+  void wait_gather() override {
+    if (state_ != ParamState::gathering) return;
+    if (mixed()) mem_.sub(MemCategory::parameters, half_bytes(geo_.padded()));
     state_ = ParamState::gathered;
   }
-  bool gather_done() override { return state_ == ParamState::gathered; }
-  void wait_gather() override {}
   void release() override {
     if (persistent_ || state_ == ParamState::sharded) return;
     mem_.sub(MemCategory::parameters, f32_bytes(geo_.padded()));
     state_ = ParamState::sharded;
+  }
+  // ShardedUnit::update's effect on the state: the kept full parameters are stale (stages 1-3).
+  void updated() {
+    if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
   }
 
   void prepare_grads() override {
@@ -69,16 +122,32 @@ class GhostUnit final : public ScheduledUnit {
     grads_ = true;
   }
   void start_reduce(bool scatter) override {
-    // comm/mpi_communicator.cpp: an f32 reduce-scatter runs as a ring through a buffer of twice the
-    // shard, kept between operations and grown (new before old is freed) for a longer shard.
-    // Stage 0 and reduce_scatter false all-reduce in place, through MPI's own buffers.
-    if (world_ > 1 && stage_ > 0 && scatter && 2 * geo_.shard > ring_) {
-      mem_.add(MemCategory::communication, f32_bytes(2 * geo_.shard));
-      mem_.sub(MemCategory::communication, f32_bytes(ring_));
-      ring_ = 2 * geo_.shard;
+    const int64_t P = geo_.padded(), S = geo_.shard;
+    if (world_ == 1) {
+      // One rank: done at once; in 16 bits the gradients round through a temporary 16-bit copy.
+      if (mixed()) {
+        mem_.add(MemCategory::gradients, half_bytes(P));
+        mem_.sub(MemCategory::gradients, half_bytes(P));
+      }
+      finish_reduce();
+      return;
     }
-    if (world_ == 1) finish_reduce();  // one rank: done at once
-    else reducing_ = true;
+    const bool all_reduce = stage_ == 0 || !scatter;
+    if (mixed()) {
+      // The 16-bit copy of the gradients, and the communicator's f32 staging: in and out of an
+      // all-reduce, or in and this rank's slice of a reduce-scatter.
+      mem_.add(MemCategory::gradients, half_bytes(P));
+      staged_ = rank_.staging.get(all_reduce ? 2 * P : P + S);
+    }
+    // comm/mpi_communicator.cpp: a reduce-scatter (f32, or the staged f32 of 16 bits) runs as a
+    // ring through a buffer of twice the shard, kept between operations and grown (new before old
+    // is freed) for a longer shard. All-reduces run in MPI's own buffers.
+    if (!all_reduce && 2 * S > rank_.ring) {
+      mem_.add(MemCategory::communication, f32_bytes(2 * S));
+      mem_.sub(MemCategory::communication, f32_bytes(rank_.ring));
+      rank_.ring = 2 * S;
+    }
+    reducing_ = true;
   }
   bool reduce_done() override { return !reducing_; }
   void wait_reduce() override {
@@ -87,7 +156,14 @@ class GhostUnit final : public ScheduledUnit {
   bool reducing() const override { return reducing_; }
 
  private:
+  bool mixed() const { return wire_ != DType::f32; }
+  static size_t half_bytes(int64_t elements) { return static_cast<size_t>(elements) * 2; }
+
   void finish_reduce() {
+    if (reducing_ && mixed()) {
+      rank_.staging.put(staged_);
+      mem_.sub(MemCategory::gradients, half_bytes(geo_.padded()));
+    }
     reducing_ = false;
     if (stage_ < 2) return;  // the full gradients are kept
     mem_.sub(MemCategory::gradients, f32_bytes(geo_.padded()));
@@ -98,10 +174,12 @@ class GhostUnit final : public ScheduledUnit {
   ShardGeometry geo_;
   int stage_, world_;
   bool persistent_;
+  DType wire_;
+  GhostRank& rank_;
   MemAccounting& mem_;
-  int64_t& ring_;
   ParamState state_;
   bool grads_ = false, reducing_ = false;
+  size_t staged_ = 0;  // the staging buffer of the reduction in flight
 };
 
 // ---- GPT-2's activations, op by op ------------------------------------------------------------
@@ -231,12 +309,13 @@ class ActivationReplay {
 StageEstimate estimate_stage(const Config& cfg, const GPT2& model, int stage, int world) {
   ZeroConfig z = cfg.zero;
   z.stage = stage;
+  const DType wire = dtype_from_name(cfg.precision.dtype);
   MemAccounting mem;
-  int64_t ring = 0;
+  GhostRank rank(mem);
   std::vector<GhostUnit> units;
   units.reserve(model.num_units());
   std::vector<ScheduledUnit*> scheduled;
-  for (const UnitLayout& lay : model.layout()) scheduled.push_back(&units.emplace_back(lay, z, world, mem, ring));
+  for (const UnitLayout& lay : model.layout()) scheduled.push_back(&units.emplace_back(lay, z, world, wire, rank));
   ZeroScheduler sched(std::move(scheduled), z);
   const UnitHooks hooks = sched.hooks();
   ActivationReplay replay(model, cfg.micro_batch, cfg.data.seq_len);
@@ -248,13 +327,15 @@ StageEstimate estimate_stage(const Config& cfg, const GPT2& model, int stage, in
       sched.begin_pass(stage >= 2 || micro == cfg.grad_accum - 1);
       replay.run_pass(hooks, sched, mem);
     }
-    // One-element all-reduces of the gradient norm (sharded stages) and of the loss. The MPI
-    // progress thread may still hold the norm's (its finished operation captured it) when the
-    // loss's is allocated.
+    // One-element all-reduces: fp16's overflow flag, the gradient norm (sharded stages) and the
+    // loss. The MPI progress thread may still hold one (its finished operation captured it) when
+    // the next is allocated.
+    const size_t flag = cfg.precision.dtype == "f16" && world > 1 ? sizeof(int32_t) : 0;
     const size_t norm = stage > 0 && world > 1 ? sizeof(float) : 0, loss = world > 1 ? sizeof(float) : 0;
-    mem.add(MemCategory::communication, norm);
-    mem.add(MemCategory::communication, loss);
-    mem.sub(MemCategory::communication, norm + loss);
+    for (size_t b : {flag, norm, loss}) mem.add(MemCategory::communication, b);
+    mem.sub(MemCategory::communication, flag + norm + loss);
+    for (GhostUnit& x : units) x.updated();
+    sched.gather_kept();
   }
   const MemSnapshot s = mem.snapshot();
   StageEstimate e;
@@ -281,16 +362,16 @@ std::string cell(const std::string& s, size_t width) {
   return std::string(width > s.size() ? width - s.size() : 0, ' ') + s;
 }
 
+const char* precision_name(const std::string& dtype) {
+  return dtype == "bf16" ? "bf16 (fp32 master weights)" : dtype == "f16" ? "fp16 (fp32 master weights)" : "fp32";
+}
+
 std::string category(size_t c) { return std::string(category_name(static_cast<MemCategory>(c))); }
 
 }  // namespace
 
 MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
   std::string why;  // built by appending: GCC 12 -O3 warns (-Wrestrict) on "literal" + std::string
-  if (cfg.precision.dtype != "f32") {
-    why = cfg.precision.dtype == "bf16" ? "config: bf16.enabled" : "config: fp16.enabled";
-    throw ConfigError(why + ": the estimate models fp32 training only, not 16-bit buffers yet");
-  }
   if (world_size < 1) {
     why = "estimate: the world size must be >= 1, got ";
     throw ConfigError(why + std::to_string(world_size));
@@ -326,13 +407,13 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
   char head[1024];
   std::snprintf(head, sizeof head,
                 "model gpt2: %s; %.2fM parameters, largest unit %.2fM\n"
-                "per rank of %d: micro-batch %d x seq_len %d, accumulation %d; fp32, AdamW\n"
+                "per rank of %d: micro-batch %d x seq_len %d, accumulation %d; %s, AdamW\n"
                 "zero_optimization: reduce_bucket_size %lld, stage3_prefetch_bucket_size %lld, "
                 "stage3_max_live_parameters %lld, stage3_param_persistence_threshold %lld, overlap_comm %s, "
                 "reduce_scatter %s\n\n",
                 dims_str(e.dims).c_str(), static_cast<double>(e.num_params) / 1e6,
                 static_cast<double>(e.largest_unit) / 1e6, e.world_size, cfg.micro_batch, cfg.data.seq_len,
-                cfg.grad_accum, static_cast<long long>(z.reduce_bucket_size),
+                cfg.grad_accum, precision_name(cfg.precision.dtype), static_cast<long long>(z.reduce_bucket_size),
                 static_cast<long long>(z.prefetch_bucket_size), static_cast<long long>(z.max_live_parameters),
                 static_cast<long long>(z.param_persistence_threshold), z.overlap_comm ? "true" : "false",
                 z.reduce_scatter ? "true" : "false");
@@ -357,8 +438,9 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
       "forces a wait, so stage 2-3 gradients (and totals) are the bound the schedule allows: reductions that\n"
       "finish sooner free their buffers sooner. MPI's own buffers are not counted. DeepSpeed: its model-states\n"
       "estimate for the same parameters and ranks (stages 2-3: estimate_zero2/3_model_states_mem_needs without\n"
-      "offload; stages 0-1: the ZeRO paper's 16P and 4P+12P/N), for 16-bit training with fp32 master weights,\n"
-      "so it is not the fp32 parameters + gradients + optimizer above.\n";
+      "offload; stages 0-1: the ZeRO paper's 16P and 4P+12P/N), for 16-bit parameters and gradients with fp32\n"
+      "master weights. Here compute on the CPU widens to f32: the parameters and gradients the model uses are\n"
+      "f32 in every precision, and bf16/fp16 add 16-bit parameter shards, wire buffers and fp32 masters.\n";
   return out;
 }
 

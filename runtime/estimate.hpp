@@ -13,14 +13,20 @@
 // - activations: GPT-2's ops as kernels/ops.cpp allocates them (outputs and what backward keeps,
 //   live until the producer's backward; activation gradients from their first consumer's backward
 //   until their producer's, per tensor/tape.cpp).
+//   With bf16/fp16 ([Note: mixed precision]) also the fp32 masters (with the optimizer), the
+//   16-bit parameter shards, and the 16-bit buffers each gather fills and each reduction sends
+//   while in flight; stages 1-3 gather their kept parameters after the update through the
+//   scheduler's gather_kept.
 // - communication: the MPI communicator's f32 reduce-scatter ring buffer (2 x the largest shard,
-//   kept between operations) and the one-element all-reduces of the norm and the loss.
+//   kept between operations), its pool of f32 staging buffers for 16-bit reductions (first fit,
+//   kept), and the one-element all-reduces of the overflow flag, the norm and the loss.
 // - other: the step's token and target batches.
 // Where the runtime's peak depends on when asynchronous collectives complete, the estimate is the
 // bound the rules allow: every reduction stays in flight (holding its unit's full gradients) until
-// reduce_bucket_size forces a wait. (With MPI's polled progress an f32 reduce-scatter completes
-// where it starts, which is what the estimate with overlap_comm false gives.) Not counted: memory outside the accounting allocator (MPI's own
-// buffers, the data loader, kernels' stack scratch). fp32 only, the host (MPI) backend.
+// reduce_bucket_size forces a wait, and a gather until the scheduler first tests it. (With MPI's
+// polled progress a reduce-scatter completes where it starts, which is what the estimate with
+// overlap_comm false gives.) Not counted: memory outside the accounting allocator (MPI's own
+// buffers, the data loader, kernels' stack scratch). The host (MPI) backend.
 #pragma once
 
 #include <array>

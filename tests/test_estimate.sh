@@ -63,6 +63,10 @@ case_ np3 3 --set train_micro_batch_size_per_gpu=2 --set gradient_accumulation_s
 # flight or not is a large part of the gradient peak, which lies anywhere in [floor, estimate];
 # the other categories are checked as above.
 case_ np2split 2 --set model.wte_units=0
+# 16 bits ([Note: mixed precision]): fp32 masters, 16-bit shards and the buffers each gather
+# fills and each reduction sends, the communicator's f32 staging; fp16 at 3 ranks with accumulation.
+case_ np2bf16 2 --set bf16.enabled=true
+case_ np3fp16 3 --set fp16.enabled=true --set train_micro_batch_size_per_gpu=2 --set gradient_accumulation_steps=2
 
 # The table form marks the configured stage; a bad world size is a usage error.
 out=$("$ztrain" estimate --config "$dir/c.json" --world-size 2 --set zero_optimization.stage=3 2>&1) \
@@ -76,7 +80,7 @@ import json, os, sys
 d = sys.argv[1]
 keys = ("parameters", "gradients", "optimizer", "activations", "communication", "other", "total")
 bad = 0
-for name in ("np2", "np3", "np2split"):
+for name in ("np2", "np3", "np2split", "np2bf16", "np3fp16"):
     est = json.load(open(os.path.join(d, f"est_{name}.json")))
     floor = json.load(open(os.path.join(d, f"floor_{name}.json")))
     for s in range(4):

@@ -1,7 +1,6 @@
 #include "runtime/zero/engine.hpp"
 
 #include <cmath>
-#include <deque>
 #include <limits>
 
 namespace zt {
@@ -101,21 +100,7 @@ void ZeroEngine::update(float lr, float grad_scale, int t) {
     Trace::Scope span(trace_, TraceLane::optimizer, "adamw");
     for (ShardedUnit& x : units_) x.update(lr, grad_scale, t);
   }
-  if (cfg_.stage == 0) return;
-  std::deque<ShardedUnit*> in_flight;
-  int64_t elements = 0;
-  for (ShardedUnit& x : units_) {
-    if (!x.persistent()) continue;
-    while (!in_flight.empty() && elements + x.numel() > cfg_.allgather_bucket_size) {
-      in_flight.front()->wait_gather();
-      elements -= in_flight.front()->numel();
-      in_flight.pop_front();
-    }
-    x.start_gather();
-    in_flight.push_back(&x);
-    elements += x.numel();
-  }
-  for (ShardedUnit* x : in_flight) x->wait_gather();
+  scheduler_->gather_kept();
 }
 
 }  // namespace zt

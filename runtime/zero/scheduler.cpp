@@ -143,6 +143,24 @@ void ZeroScheduler::end_pass() {
   running_ = -1;
 }
 
+void ZeroScheduler::gather_kept() {
+  if (stage_ == 0) return;
+  std::deque<ScheduledUnit*> in_flight;
+  int64_t elements = 0;
+  for (ScheduledUnit* x : units_) {
+    if (!x->persistent()) continue;
+    while (!in_flight.empty() && elements + x->numel() > cfg_.allgather_bucket_size) {
+      in_flight.front()->wait_gather();
+      elements -= in_flight.front()->numel();
+      in_flight.pop_front();
+    }
+    x->start_gather();
+    in_flight.push_back(x);
+    elements += x->numel();
+  }
+  for (ScheduledUnit* x : in_flight) x->wait_gather();
+}
+
 int64_t ZeroScheduler::live_numel() const {
   int64_t n = 0;
   for (const ScheduledUnit* x : units_)

@@ -44,6 +44,10 @@ class ZeroScheduler {
   // After a pass: waits for every reduction (stages 2-3 then hold this micro-batch in the shards)
   // and releases what stage 3 need not keep.
   void end_pass();
+  // After an update: gathers the kept full parameters of every persistent unit again from the
+  // updated shards (stages 1-3), at most allgather_bucket_size elements in flight, oldest waited
+  // first; returns with all of them gathered. Stage 0 updates its full parameters in place.
+  void gather_kept();
   // Tests the collectives in flight.
   void poll();
 

@@ -24,16 +24,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace zt {
+#include "offload/aio_config.hpp"
 
-// DeepSpeed's `aio` section.
-struct AioConfig {
-  int64_t block_size = 1 << 20;   // bytes per request
-  int queue_depth = 8;            // requests in flight per ring
-  int intra_op_parallelism = 1;   // rings (each with its thread) one transfer is spread over
-  bool single_submit = false;     // one submit call per request instead of one per batch
-  bool overlap_events = true;     // refill the queue as completions arrive, not in waves
-};
+namespace zt {
 
 class IoError : public std::runtime_error {
  public:

@@ -22,7 +22,7 @@ using nlohmann::json;
 // train differently here, so each is an error rather than ignored. A key leaves this table in the
 // same change that implements it.
 constexpr std::string_view kDeepSpeedNotYet[] = {
-    "amp", "activation_checkpointing", "aio",
+    "amp", "activation_checkpointing",
     "checkpoint", "wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
     "wandb", "csv_monitor", "comms_logger", "monitor_config", "data_types",
     "communication_data_type", "prescale_gradients", "gradient_predivide_factor",
@@ -263,10 +263,9 @@ void read_scheduler(Section& top, SchedulerConfig& c, Seen& seen) {
   p->done(" for " + c.type + ", which takes: " + p->known_list());
 }
 
-// DeepSpeed's zero_optimization keys that ztrain does not implement yet (the offload ones land with
-// the offload engine, the model-save one with checkpoints).
+// DeepSpeed's zero_optimization keys that ztrain does not implement yet (the model-save one lands
+// with checkpoints).
 constexpr std::string_view kZeroNotYet[] = {
-    "offload_optimizer", "offload_param", "sub_group_size",
     "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
     "round_robin_gradients", "elastic_checkpoint", "zero_hpz_partition_size", "zero_quantized_weights",
     "zero_quantized_gradients", "zero_quantized_nontrainable_weights", "mics_shard_size",
@@ -288,6 +287,50 @@ void get_count(Section& s, std::string_view key, int64_t& dst) {
   if (!v->is_number() || d < 0 || d != std::floor(d) || d > 9.0e18)
     fail(s.path(key), "expected a non-negative whole number of elements, got " + show(*v));
   dst = v->is_number_integer() ? v->get<int64_t>() : static_cast<int64_t>(d);
+}
+
+template <class T>
+void at_least(const std::string& path, T v, T min) {
+  if (v < min) fail(path, "must be >= " + num(min) + ", got " + num(v));
+}
+
+void positive(const std::string& path, double v) {
+  if (!(v > 0.0)) fail(path, "must be > 0, got " + num(v));
+}
+
+void in_unit_interval(const std::string& path, double v) {
+  if (!(v >= 0.0 && v <= 1.0)) fail(path, "must be in [0, 1], got " + num(v));
+}
+
+// offload_optimizer (param false) or offload_param. DeepSpeed's keys with DeepSpeed's defaults;
+// ratio and fast_init change nothing here at their defaults and are refused otherwise.
+void read_offload(Section& zero, std::string_view key, OffloadConfig& o, bool param) {
+  auto s = zero.sub(key);
+  if (!s) return;
+  if (param) o.buffer_count = 5;
+  if (s->get("device", o.device) && o.device != "none" && o.device != "cpu" && o.device != "nvme")
+    fail(s->path("device"), "expected \"none\", \"cpu\" or \"nvme\", got " + show(o.device));
+  if (const json* v = s->find("nvme_path"); v && !v->is_null()) s->get("nvme_path", o.nvme_path);
+  s->get("pin_memory", o.pin_memory);
+  s->get("buffer_count", o.buffer_count);
+  if (param) {
+    get_count(*s, "buffer_size", o.buffer_size);
+    get_count(*s, "max_in_cpu", o.max_in_cpu);
+  } else {
+    bool both = false;  // DeepSpeed's older key for both
+    if (s->get("pipeline", both)) o.pipeline_read = o.pipeline_write = both;
+    s->get("pipeline_read", o.pipeline_read);
+    s->get("pipeline_write", o.pipeline_write);
+    bool fast_init = false;
+    s->get("fast_init", fast_init);
+    double ratio = 1.0;
+    if (s->get("ratio", ratio) && ratio != 1.0)
+      fail(s->path("ratio"), "a partial offload (ratio < 1) is not implemented yet; use 1");
+  }
+  s->done(", which " + std::string(key) + " does not take (it takes: " + s->known_list() + ")");
+  at_least(s->path("buffer_count"), o.buffer_count, 1);
+  if (o.device == "nvme" && o.nvme_path.empty()) fail(s->path("nvme_path"), "required with device \"nvme\"");
+  if (param && o.buffer_size == 0) fail(s->path("buffer_size"), "must be > 0");
 }
 
 void read_zero(Section& top, ZeroConfig& z) {
@@ -324,25 +367,40 @@ void read_zero(Section& top, ZeroConfig& z) {
   get_count(*s, "stage3_max_live_parameters", z.max_live_parameters);
   get_count(*s, "stage3_max_reuse_distance", z.max_reuse_distance);
   get_count(*s, "stage3_param_persistence_threshold", z.param_persistence_threshold);
+  get_count(*s, "sub_group_size", z.sub_group_size);
+  read_offload(*s, "offload_optimizer", z.offload_optimizer, false);
+  read_offload(*s, "offload_param", z.offload_param, true);
   s->done();
+  if (z.sub_group_size == 0) fail(s->path("sub_group_size"), "must be > 0");
+  if (z.offload_optimizer.enabled() && z.stage == 0)
+    fail(s->path("offload_optimizer.device"), "needs zero_optimization.stage 1, 2 or 3 (stage 0 has no shard to offload)");
+  if (z.offload_param.enabled() && z.stage != 3)
+    fail(s->path("offload_param.device"), "needs zero_optimization.stage 3, got stage " + std::to_string(z.stage));
   if (z.reduce_bucket_size == 0) fail(s->path("reduce_bucket_size"), "must be > 0");
   if (z.allgather_bucket_size == 0) fail(s->path("allgather_bucket_size"), "must be > 0");
 }
 
-template <class T>
-void at_least(const std::string& path, T v, T min) {
-  if (v < min) fail(path, "must be >= " + num(min) + ", got " + num(v));
-}
-
-void positive(const std::string& path, double v) {
-  if (!(v > 0.0)) fail(path, "must be > 0, got " + num(v));
-}
-
-void in_unit_interval(const std::string& path, double v) {
-  if (!(v >= 0.0 && v <= 1.0)) fail(path, "must be in [0, 1], got " + num(v));
-}
-
 // bf16 / bfloat16 (DeepSpeed takes either name) and fp16; each {"enabled": bool, ...}.
+// DeepSpeed's aio section. thread_count is the old name of intra_op_parallelism.
+void read_aio(Section& top, AioConfig& a) {
+  auto s = top.sub("aio");
+  if (!s) return;
+  get_count(*s, "block_size", a.block_size);
+  s->get("queue_depth", a.queue_depth);
+  if (s->get("thread_count", a.intra_op_parallelism))
+    std::fprintf(stderr, "ztrain: warning: config: aio.thread_count is deprecated; use aio.intra_op_parallelism\n");
+  s->get("intra_op_parallelism", a.intra_op_parallelism);
+  s->get("single_submit", a.single_submit);
+  s->get("overlap_events", a.overlap_events);
+  if (const json* v = s->find("use_gds"); v && *v != json(false))
+    fail(s->path("use_gds"), "GPUDirect Storage is not implemented");
+  s->done();
+  if (a.block_size <= 0 || a.block_size % 4096 != 0)
+    fail(s->path("block_size"), "must be a positive multiple of 4096 (O_DIRECT), got " + num(static_cast<double>(a.block_size)));
+  at_least(s->path("queue_depth"), a.queue_depth, 1);
+  at_least(s->path("intra_op_parallelism"), a.intra_op_parallelism, 1);
+}
+
 void read_precision(Section& top, PrecisionConfig& p) {
   bool bf16 = false, fp16 = false;
   std::string bf16_key;
@@ -556,6 +614,7 @@ Config parse_config(const json& j) {
   read_scheduler(top, c.scheduler, seen);
   read_zero(top, c.zero);
   read_precision(top, c.precision);
+  read_aio(top, c.aio);
   seen.train_batch_size = top.get("train_batch_size", c.train_batch_size);
   top.get("train_micro_batch_size_per_gpu", c.micro_batch);
   top.get("gradient_accumulation_steps", c.grad_accum);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/gpt2_dims.hpp"
+#include "offload/aio_config.hpp"
 
 namespace zt {
 
@@ -78,6 +79,20 @@ struct SchedulerConfig {
   double cos_min_ratio = 0.0001;    // WarmupCosineLR
 };
 
+// DeepSpeed's zero_optimization.offload_optimizer and offload_param ([Note: offload] in
+// runtime/zero/offload.hpp). Sizes in elements.
+struct OffloadConfig {
+  std::string device = "none";  // "none", "cpu" or "nvme"
+  std::string nvme_path;        // nvme: the folder swap files go under (<nvme_path>/<job>/rank<r>/)
+  bool pin_memory = false;      // lock host buffers in memory (mlock)
+  int buffer_count = 4;         // sub-group buffers (optimizer; DeepSpeed's 4) or shard buffers (param; 5)
+  bool pipeline_read = false;   // optimizer: read sub-group k+1 while updating k
+  bool pipeline_write = false;  // optimizer: write sub-group k-1 while updating k
+  int64_t buffer_size = 100'000'000;   // param: elements of one read-ahead buffer
+  int64_t max_in_cpu = 1'000'000'000;  // param: elements kept in host memory
+  bool enabled() const { return device != "none"; }
+};
+
 // DeepSpeed's zero_optimization section (sizes in elements, as DeepSpeed counts them), or FSDP's
 // sharding_strategy in its place. [Note: ZeRO stages] in runtime/zero/engine.hpp.
 struct ZeroConfig {
@@ -93,6 +108,9 @@ struct ZeroConfig {
   // gathered (within max_live_parameters). 0, not DeepSpeed's 1e9: freed as soon as possible.
   int64_t max_reuse_distance = 0;
   int64_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold
+  OffloadConfig offload_optimizer;             // stages 1-3
+  OffloadConfig offload_param;                 // stage 3
+  int64_t sub_group_size = 1'000'000'000;      // elements the offloaded optimizer updates at a time
 };
 
 // DeepSpeed's bf16 and fp16 sections ([Note: mixed precision] in runtime/zero/sharded_unit.hpp).
@@ -118,6 +136,7 @@ struct Config {
   SchedulerConfig scheduler;
   ZeroConfig zero;
   PrecisionConfig precision;
+  AioConfig aio;  // DeepSpeed's aio section: the io_uring engine of nvme offload
   int train_batch_size = 0;  // 0: not given (then micro * accumulation * world size)
   int micro_batch = 4;       // train_micro_batch_size_per_gpu
   int grad_accum = 1;        // gradient_accumulation_steps

@@ -1,10 +1,13 @@
 #include "runtime/estimate.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <memory>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "models/gpt2.hpp"
+#include "offload/swap_store.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/trainer.hpp"
 #include "runtime/zero/scheduler.hpp"
@@ -52,6 +55,70 @@ struct GhostRank {
   GhostStaging staging;
 };
 
+// ParamOffload's rules ([Note: parameter offload]) on the ledger: when a unit's shard is here.
+class GhostParamOffload {
+ public:
+  GhostParamOffload(const OffloadConfig& cfg, MemAccounting& mem) : cfg_(cfg), mem_(mem) {}
+  // A unit's shard of `bytes` (`elements` long); returns its id. Device cpu keeps every shard in
+  // host memory (whole pages); nvme keeps the first within max_in_cpu elements here for good.
+  int add(size_t bytes, int64_t elements) {
+    bytes_.push_back(bytes);
+    here_.push_back(0);
+    writing_.push_back(0);
+    const bool keep = cfg_.device == "nvme" && cached_ + elements <= cfg_.max_in_cpu;
+    keep_.push_back(keep);
+    if (keep) {
+      cached_ += elements;
+      bring(static_cast<int>(bytes_.size()) - 1);
+    }
+    if (cfg_.device == "cpu") mem_.add(MemCategory::parameters, SwapStore::buffer_bytes(bytes));
+    return static_cast<int>(bytes_.size()) - 1;
+  }
+  void fetch(int u) { bring(u); }
+  void ready(int u) {
+    bring(u);
+    writing_[u] = 0;
+  }
+  void done_with(int u) { evict(u); }
+  void make_room(int u) { ready(u); }
+  void store(int u) {
+    ready(u);
+    if (cfg_.device != "nvme") return evict(u);
+    writing_[u] = 1;
+    queue_.push_back(u);
+    while (static_cast<int>(queue_.size()) > cfg_.buffer_count) retire();
+  }
+  void flush() {
+    while (!queue_.empty()) retire();
+  }
+
+ private:
+  void bring(int u) {
+    if (here_[u]) return;
+    mem_.add(MemCategory::parameters, bytes_[u]);
+    here_[u] = 1;
+  }
+  void evict(int u) {
+    if (!here_[u] || keep_[u] || writing_[u]) return;
+    mem_.sub(MemCategory::parameters, bytes_[u]);
+    here_[u] = 0;
+  }
+  void retire() {
+    const int u = queue_.front();
+    queue_.pop_front();
+    if (!writing_[u]) return;
+    writing_[u] = 0;
+    evict(u);
+  }
+
+  OffloadConfig cfg_;
+  MemAccounting& mem_;
+  std::vector<size_t> bytes_;
+  std::vector<char> here_, writing_, keep_;
+  std::deque<int> queue_;
+  int64_t cached_ = 0;
+};
+
 // One rank's ShardedUnit (runtime/zero/sharded_unit.hpp) without its buffers: each allocation and
 // free is charged to the ledger where the runtime charges it, and the real ZeroScheduler decides
 // when. A collective completes where the scheduler waits for it, or (a gather) where it first
@@ -60,7 +127,9 @@ struct GhostRank {
 class GhostUnit final : public ScheduledUnit {
  public:
   // `wire`: f32, or the 16-bit type of [Note: mixed precision].
-  GhostUnit(const UnitLayout& lay, const ZeroConfig& z, int world, DType wire, GhostRank& rank)
+  // `poff`: the parameter offload, null without one.
+  GhostUnit(const UnitLayout& lay, const ZeroConfig& z, int world, DType wire, GhostRank& rank,
+            GhostParamOffload* poff)
       : name_(lay.name),
         geo_(shard_geometry(lay.numel, world, 0)),
         stage_(z.stage),
@@ -69,20 +138,25 @@ class GhostUnit final : public ScheduledUnit {
         wire_(wire),
         rank_(rank),
         mem_(rank.mem) {
+    const bool offload_states = z.offload_optimizer.enabled();
     // What a rank holds from construction on ([Note: ZeRO buffers]): full parameters where kept,
     // the masters where they are buffers of their own (stage 3; every stage in 16 bits, then with
     // the optimizer, beside a 16-bit parameter shard), full gradients (stages 0-1) or gradient
     // shards (2-3), AdamW's m and v.
+    // With offload ([Note: optimizer offload]) m, v and a master of its own are elsewhere, and so
+    // is the shard a stage-3 unit gathers from ([Note: parameter offload]).
     const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;
     if (persistent_) mem_.add(MemCategory::parameters, f32_bytes(P));
-    if (mixed()) {
-      mem_.add(MemCategory::optimizer, f32_bytes(M));
-      mem_.add(MemCategory::parameters, half_bytes(M));
-    } else if (stage_ == 3) {
-      mem_.add(MemCategory::parameters, f32_bytes(S));
+    const size_t shard = mixed() ? half_bytes(M) : stage_ == 3 ? f32_bytes(S) : 0;
+    if (poff && stage_ == 3 && !persistent_) {
+      poff_ = poff;
+      index_ = poff->add(shard, M);
+    } else {
+      mem_.add(MemCategory::parameters, shard);
     }
+    if (mixed() && !offload_states) mem_.add(MemCategory::optimizer, f32_bytes(M));
     mem_.add(MemCategory::gradients, f32_bytes(stage_ < 2 ? P : S));
-    mem_.add(MemCategory::optimizer, 2 * f32_bytes(M));
+    if (!offload_states) mem_.add(MemCategory::optimizer, 2 * f32_bytes(M));
     state_ = persistent_ ? ParamState::gathered : ParamState::sharded;
     grads_ = stage_ < 2;
   }
@@ -93,6 +167,7 @@ class GhostUnit final : public ScheduledUnit {
   ParamState state() const override { return state_; }
 
   void start_gather() override {
+    if (poff_) poff_->ready(index_);
     if (!persistent_) mem_.add(MemCategory::parameters, f32_bytes(geo_.padded()));
     if (mixed()) mem_.add(MemCategory::parameters, half_bytes(geo_.padded()));  // the 16-bit wire buffer
     state_ = ParamState::gathering;
@@ -104,15 +179,24 @@ class GhostUnit final : public ScheduledUnit {
   void wait_gather() override {
     if (state_ != ParamState::gathering) return;
     if (mixed()) mem_.sub(MemCategory::parameters, half_bytes(geo_.padded()));
+    if (poff_) poff_->done_with(index_);
     state_ = ParamState::gathered;
+  }
+  void prefetch_shard() override {
+    if (poff_) poff_->fetch(index_);
   }
   void release() override {
     if (persistent_ || state_ == ParamState::sharded) return;
     mem_.sub(MemCategory::parameters, f32_bytes(geo_.padded()));
     state_ = ParamState::sharded;
   }
-  // ShardedUnit::update's effect on the state: the kept full parameters are stale (stages 1-3).
+  // ShardedUnit::update's effects: the shard is here for it and written back after it, and the
+  // kept full parameters are stale (stages 1-3).
   void updated() {
+    if (poff_) {
+      poff_->make_room(index_);
+      poff_->store(index_);
+    }
     if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
   }
 
@@ -180,7 +264,28 @@ class GhostUnit final : public ScheduledUnit {
   ParamState state_;
   bool grads_ = false, reducing_ = false;
   size_t staged_ = 0;  // the staging buffer of the reduction in flight
+  GhostParamOffload* poff_ = nullptr;
+  int index_ = -1;
 };
+
+// What an OptimizerOffload holds ([Note: optimizer offload]): device cpu, every sub-group's
+// record in host memory; nvme, buffer_count buffers of the largest record (fewer if there are
+// fewer sub-groups). Whole pages, as PinnedBuffer allocates them.
+size_t optimizer_offload_bytes(const GPT2& model, const ZeroConfig& z, int world, bool own_master) {
+  size_t records = 0, largest = 0, count = 0;
+  for (const UnitLayout& lay : model.layout()) {
+    const ShardGeometry g = shard_geometry(lay.numel, world, 0);
+    const int64_t M = z.stage == 0 ? g.padded() : g.shard;
+    for (int64_t b = 0; b < M; b += z.sub_group_size) {
+      const size_t bytes = SwapStore::buffer_bytes(f32_bytes(std::min(M, b + z.sub_group_size) - b) * (own_master ? 3 : 2));
+      records += bytes;
+      largest = std::max(largest, bytes);
+      ++count;
+    }
+  }
+  if (z.offload_optimizer.device == "cpu") return records;
+  return std::min(count, static_cast<size_t>(z.offload_optimizer.buffer_count)) * largest;
+}
 
 // ---- GPT-2's activations, op by op ------------------------------------------------------------
 
@@ -312,10 +417,18 @@ StageEstimate estimate_stage(const Config& cfg, const GPT2& model, int stage, in
   const DType wire = dtype_from_name(cfg.precision.dtype);
   MemAccounting mem;
   GhostRank rank(mem);
+  // Offload applies where the run allows it: the optimizer's from stage 1, the parameters' at 3.
+  if (stage == 0) z.offload_optimizer.device = "none";
+  if (stage != 3) z.offload_param.device = "none";
+  if (z.offload_optimizer.enabled())
+    mem.add(MemCategory::optimizer, optimizer_offload_bytes(model, z, world, wire != DType::f32));
+  std::unique_ptr<GhostParamOffload> poff;
+  if (z.offload_param.enabled()) poff = std::make_unique<GhostParamOffload>(z.offload_param, mem);
   std::vector<GhostUnit> units;
   units.reserve(model.num_units());
   std::vector<ScheduledUnit*> scheduled;
-  for (const UnitLayout& lay : model.layout()) scheduled.push_back(&units.emplace_back(lay, z, world, wire, rank));
+  for (const UnitLayout& lay : model.layout())
+    scheduled.push_back(&units.emplace_back(lay, z, world, wire, rank, poff.get()));
   ZeroScheduler sched(std::move(scheduled), z);
   const UnitHooks hooks = sched.hooks();
   ActivationReplay replay(model, cfg.micro_batch, cfg.data.seq_len);
@@ -335,6 +448,7 @@ StageEstimate estimate_stage(const Config& cfg, const GPT2& model, int stage, in
     for (size_t b : {flag, norm, loss}) mem.add(MemCategory::communication, b);
     mem.sub(MemCategory::communication, flag + norm + loss);
     for (GhostUnit& x : units) x.updated();
+    if (poff) poff->flush();
     sched.gather_kept();
   }
   const MemSnapshot s = mem.snapshot();

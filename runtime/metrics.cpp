@@ -70,7 +70,9 @@ std::string run_banner(const Trainer& t) {
                 c.precision.dtype == "f32" ? "fp32" : c.precision.dtype == "bf16" ? "bf16 parameters and gradients, fp32 masters"
                                                                                    : "fp16 parameters and gradients, fp32 masters, loss scaling",
                 t.comm().progress() == CommProgress::poll ? "polling at unit boundaries" : "a progress thread");
-  return buf;
+  std::string banner = buf;
+  if (const std::string off = t.engine().offload_summary(); !off.empty()) banner += "\n" + off;
+  return banner;
 }
 
 std::string progress_line(const StepStats& s, int total_steps) {
@@ -88,10 +90,10 @@ std::string progress_line(const StepStats& s, int total_steps) {
 }
 
 std::string trace_summary(const Trace& t, const std::string& path) {
-  std::string out = "trace written to " + path + "; communication hidden behind compute on rank " +
+  std::string out = "trace written to " + path + "; communication and I/O hidden behind compute on rank " +
                     std::to_string(t.rank()) + ":";
   bool any = false;
-  for (TraceLane lane : {TraceLane::all_gather, TraceLane::reduce_scatter, TraceLane::all_reduce}) {
+  for (TraceLane lane : {TraceLane::all_gather, TraceLane::reduce_scatter, TraceLane::all_reduce, TraceLane::io}) {
     const double busy = t.busy_seconds(lane);
     if (busy <= 0.0) continue;
     char buf[96];
@@ -100,7 +102,7 @@ std::string trace_summary(const Trace& t, const std::string& path) {
     out += buf;
     any = true;
   }
-  return any ? out : out + " no communication";
+  return any ? out : out + " no communication or I/O";
 }
 
 std::string val_line(int step, double val_loss) {

@@ -353,7 +353,11 @@ double Trace::hidden_share(TraceLane comm_lane) const {
   const std::vector<Interval> comm = merged(intervals(comm_lane));
   const int64_t busy = total(comm);
   if (busy == 0) return 0.0;
-  return static_cast<double>(overlap(comm, merged(intervals(TraceLane::compute)))) / static_cast<double>(busy);
+  // The optimizer lane is compute too: AdamW's spans are its arithmetic alone (offloaded, one span
+  // a sub-group, without the waits on I/O between them).
+  std::vector<Interval> compute = intervals(TraceLane::compute), optimizer = intervals(TraceLane::optimizer);
+  compute.insert(compute.end(), optimizer.begin(), optimizer.end());
+  return static_cast<double>(overlap(comm, merged(std::move(compute)))) / static_cast<double>(busy);
 }
 
 }  // namespace zt

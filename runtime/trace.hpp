@@ -84,8 +84,9 @@ class Trace {
   // clocks], [Note: overlapping spans on a lane].
   void write(Communicator& comm, const std::string& path) const;
 
-  // This rank's share of the time on `comm_lane` during which the compute lane was busy too:
-  // |union(comm spans) ∩ union(compute spans)| / |union(comm spans)|; 0 without comm time.
+  // This rank's share of the time on `comm_lane` (a collective's or I/O) during which compute ran
+  // (the compute or the optimizer lane): |union(comm spans) ∩ union(compute spans)| /
+  // |union(comm spans)|; 0 without time on `comm_lane`.
   double hidden_share(TraceLane comm_lane) const;
   double busy_seconds(TraceLane lane) const;  // |union of the lane's spans|
 

@@ -61,7 +61,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
                       " does not divide padded_vocab_size " + std::to_string(dims.padded_vocab_size));
   model_ = std::make_unique<GPT2>(dims, cfg_.model.wte_units);
   engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer,
-                                         dtype_from_name(cfg_.precision.dtype));
+                                         dtype_from_name(cfg_.precision.dtype), cfg_.aio);
   if (const char* poison = std::getenv("ZT_POISON_GRADS")) {  // testing aid: "RANK:STEP"
     int rank = -1, step = -1;
     if (std::sscanf(poison, "%d:%d", &rank, &step) != 2)

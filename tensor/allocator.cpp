@@ -56,7 +56,9 @@ class CpuAllocator final : public Allocator {
   Device device() const override { return Device::cpu; }
   void* allocate(size_t bytes, MemCategory c) override {
     if (bytes == 0) return nullptr;
-    const size_t align = bytes >= (size_t{1} << 20) ? 4096 : 64;
+    // [Note: host alignment] From a page up, page aligned and rounded to whole pages, so that any
+    // such buffer can take O_DIRECT I/O (offload reads shards straight into their tensors).
+    const size_t align = bytes >= 4096 ? 4096 : 64;
     void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
     if (!p) throw std::runtime_error("host allocation of " + std::to_string(bytes) + " bytes (" +
                                      std::string(category_name(c)) + ") failed");

@@ -55,7 +55,8 @@ class Allocator {
   MemAccounting accounting_;
 };
 
-// Host memory, 64-byte aligned (page aligned from 1 MiB up, so large buffers suit O_DIRECT I/O).
+// Host memory, 64-byte aligned; from 4096 bytes up page aligned with room to the next whole page,
+// so such buffers suit O_DIRECT I/O ([Note: host alignment] in tensor/allocator.cpp).
 Allocator& cpu_allocator();
 
 }  // namespace zt

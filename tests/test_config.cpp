@@ -231,10 +231,9 @@ TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not th
   CHECK(error_of({"zero_optimization.stage3_prefetch_bucket_size=-1"}) ==
         "config: zero_optimization.stage3_prefetch_bucket_size: expected a non-negative whole number of elements, got -1");
   CHECK(error_of({"zero_optimization.reduce_bucket_size=0"}) == "config: zero_optimization.reduce_bucket_size: must be > 0");
-  CHECK(error_of({"zero_optimization.offload_optimizer={\"device\": \"cpu\"}"}) ==
-        "config: zero_optimization.offload_optimizer: is a DeepSpeed ZeRO key that ztrain does not implement yet");
-  CHECK(error_of({"zero_optimization.sub_group_size=1e9"}) ==
-        "config: zero_optimization.sub_group_size: is a DeepSpeed ZeRO key that ztrain does not implement yet");
+  CHECK(error_of({"zero_optimization.stage3_gather_16bit_weights_on_model_save=true"}) ==
+        "config: zero_optimization.stage3_gather_16bit_weights_on_model_save: is a DeepSpeed ZeRO key that ztrain does "
+        "not implement yet");
   CHECK(error_of({"zero_optimization.allgather_partitions=false"}) ==
         "config: zero_optimization.allgather_partitions: false (a broadcast per partition) is not implemented yet");
   CHECK(zt::parse_config(minimal()).train.comm_progress == "auto");
@@ -243,6 +242,73 @@ TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not th
         "config: train.comm_progress: expected \"auto\", \"thread\" or \"poll\", got \"spin\"");
   CHECK(error_of({"zero_optimization.overlap_com=true"}) ==
         "config: zero_optimization.overlap_com: unknown key (did you mean 'overlap_comm'?)");
+}
+
+TEST_CASE("offload and aio: DeepSpeed's keys and defaults") {
+  const Config d = zt::parse_config(minimal());
+  CHECK_FALSE(d.zero.offload_optimizer.enabled());
+  CHECK_FALSE(d.zero.offload_param.enabled());
+  CHECK(d.zero.sub_group_size == 1'000'000'000);
+  CHECK(d.aio.block_size == 1 << 20);
+  CHECK(d.aio.queue_depth == 8);
+  CHECK(d.aio.intra_op_parallelism == 1);
+  CHECK_FALSE(d.aio.single_submit);
+  CHECK(d.aio.overlap_events);
+
+  const Config c = zt::parse_config(with(
+      {"zero_optimization.stage=3", "zero_optimization.sub_group_size=1e6",
+       "zero_optimization.offload_optimizer={\"device\": \"nvme\", \"nvme_path\": \"/nvme\", \"pin_memory\": true, "
+       "\"buffer_count\": 3, \"pipeline_read\": true, \"fast_init\": false, \"ratio\": 1}",
+       "zero_optimization.offload_param={\"device\": \"cpu\", \"buffer_size\": 1e7, \"max_in_cpu\": 2e8}",
+       "aio={\"block_size\": 262144, \"queue_depth\": 32, \"intra_op_parallelism\": 2, \"single_submit\": true, "
+       "\"overlap_events\": false, \"use_gds\": false}"}));
+  const zt::OffloadConfig& o = c.zero.offload_optimizer;
+  CHECK(o.device == "nvme");
+  CHECK(o.nvme_path == "/nvme");
+  CHECK(o.pin_memory);
+  CHECK(o.buffer_count == 3);
+  CHECK(o.pipeline_read);
+  CHECK_FALSE(o.pipeline_write);
+  CHECK(c.zero.sub_group_size == 1'000'000);
+  const zt::OffloadConfig& p = c.zero.offload_param;
+  CHECK(p.device == "cpu");
+  CHECK(p.buffer_count == 5);  // DeepSpeed's default for parameters
+  CHECK(p.buffer_size == 10'000'000);
+  CHECK(p.max_in_cpu == 200'000'000);
+  CHECK(c.aio.block_size == 262144);
+  CHECK(c.aio.queue_depth == 32);
+  CHECK(c.aio.intra_op_parallelism == 2);
+  CHECK(c.aio.single_submit);
+  CHECK_FALSE(c.aio.overlap_events);
+  // The older "pipeline" sets both; thread_count is intra_op_parallelism's old name.
+  const Config old = zt::parse_config(with({"zero_optimization.stage=2",
+                                            "zero_optimization.offload_optimizer={\"device\": \"cpu\", \"pipeline\": true}",
+                                            "aio.thread_count=3"}));
+  CHECK(old.zero.offload_optimizer.pipeline_read);
+  CHECK(old.zero.offload_optimizer.pipeline_write);
+  CHECK(old.aio.intra_op_parallelism == 3);
+
+  CHECK(error_of({"zero_optimization.stage=1", "zero_optimization.offload_optimizer.device=disk"}) ==
+        "config: zero_optimization.offload_optimizer.device: expected \"none\", \"cpu\" or \"nvme\", got \"disk\"");
+  CHECK(error_of({"zero_optimization.stage=1", "zero_optimization.offload_optimizer.device=nvme"}) ==
+        "config: zero_optimization.offload_optimizer.nvme_path: required with device \"nvme\"");
+  CHECK(error_of({"zero_optimization.offload_optimizer.device=cpu"}) ==
+        "config: zero_optimization.offload_optimizer.device: needs zero_optimization.stage 1, 2 or 3 (stage 0 has no "
+        "shard to offload)");
+  CHECK(error_of({"zero_optimization.stage=2", "zero_optimization.offload_param.device=cpu"}) ==
+        "config: zero_optimization.offload_param.device: needs zero_optimization.stage 3, got stage 2");
+  CHECK(error_of({"zero_optimization.stage=1", "zero_optimization.offload_optimizer.ratio=0.5"}) ==
+        "config: zero_optimization.offload_optimizer.ratio: a partial offload (ratio < 1) is not implemented yet; use 1");
+  CHECK(error_of({"zero_optimization.stage=1", "zero_optimization.offload_optimizer.buffer_count=0"}) ==
+        "config: zero_optimization.offload_optimizer.buffer_count: must be >= 1, got 0");
+  CHECK(error_of({"zero_optimization.stage=3", "zero_optimization.offload_param.pipeline_read=true"}) ==
+        "config: zero_optimization.offload_param.pipeline_read: unknown key, which offload_param does not take (it takes: "
+        "device, nvme_path, pin_memory, buffer_count, buffer_size, max_in_cpu)");
+  CHECK(error_of({"zero_optimization.sub_group_size=0"}) == "config: zero_optimization.sub_group_size: must be > 0");
+  CHECK(error_of({"aio.block_size=1000"}) == "config: aio.block_size: must be a positive multiple of 4096 (O_DIRECT), got 1000");
+  CHECK(error_of({"aio.queue_depth=0"}) == "config: aio.queue_depth: must be >= 1, got 0");
+  CHECK(error_of({"aio.use_gds=true"}) == "config: aio.use_gds: GPUDirect Storage is not implemented");
+  CHECK(error_of({"aio.queue_dept=4"}) == "config: aio.queue_dept: unknown key (did you mean 'queue_depth'?)");
 }
 
 TEST_CASE("bf16 and fp16: DeepSpeed's sections") {

@@ -36,16 +36,18 @@ cat > "$dir/c.json" <<JSON
 JSON
 
 # case NAME NP [--set ...]: the estimates (est_NAME.json, and floor_NAME.json with overlap_comm
-# false) and a run per stage (NAME_sS.jsonl).
+# false) and a run per stage (NAME_sS.jsonl) of $stages (default 0-3).
 case_() {
   name=$1 np=$2
   shift 2
+  echo "${stages:-0 1 2 3}" > "$dir/stages_$name"
   for kind in est floor; do
+    # (Stage 3 for the parse, which checks offload against it; every stage is estimated.)
     "$ztrain" estimate --config "$dir/c.json" --world-size "$np" --format json --set data.train=/nonexistent/nothing \
-      "$@" $([ $kind = floor ] && echo --set zero_optimization.overlap_comm=false) \
+      --set zero_optimization.stage=3 "$@" $([ $kind = floor ] && echo --set zero_optimization.overlap_comm=false) \
       > "$dir/${kind}_$name.json" 2> "$dir/$name.err" || fail "estimate $name failed: $(cat "$dir/$name.err")"
   done
-  for stage in 0 1 2 3; do
+  for stage in ${stages:-0 1 2 3}; do
     timeout 120 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
       "$ztrain" train --config "$dir/c.json" --metrics "$dir/${name}_s$stage.jsonl" \
       --set zero_optimization.stage="$stage" "$@" > "$dir/${name}_s$stage.out" 2>&1 \
@@ -67,6 +69,18 @@ case_ np2split 2 --set model.wte_units=0
 # fills and each reduction sends, the communicator's f32 staging; fp16 at 3 ranks with accumulation.
 case_ np2bf16 2 --set bf16.enabled=true
 case_ np3fp16 3 --set fp16.enabled=true --set train_micro_batch_size_per_gpu=2 --set gradient_accumulation_steps=2
+# Offload ([Note: optimizer offload], [Note: parameter offload]): the states in host memory, then
+# on NVMe through 2 buffers of sub-groups; the stage-3 shards on NVMe, read ahead 2 units, none
+# cached; bf16, where the masters go too. Optimizer offload needs stage 1-3, parameters stage 3.
+mkdir -p "$dir/nvme"
+off="--set zero_optimization.offload_optimizer.nvme_path=$dir/nvme --set zero_optimization.offload_param.nvme_path=$dir/nvme"
+stages="1 2 3" case_ np2cpu 2 $off --set zero_optimization.offload_optimizer.device=cpu
+stages="1 2 3" case_ np2nvme 2 $off --set bf16.enabled=true --set zero_optimization.offload_optimizer.device=nvme \
+  --set zero_optimization.offload_optimizer.buffer_count=2 --set zero_optimization.sub_group_size=20000
+stages="3" case_ np2param 2 $off --set bf16.enabled=true --set zero_optimization.offload_param.device=nvme \
+  --set zero_optimization.offload_param.max_in_cpu=0 --set zero_optimization.offload_param.buffer_count=2 \
+  --set zero_optimization.offload_optimizer.device=nvme
+stages="3" case_ np2paramcpu 2 $off --set zero_optimization.offload_param.device=cpu
 
 # The table form marks the configured stage; a bad world size is a usage error.
 out=$("$ztrain" estimate --config "$dir/c.json" --world-size 2 --set zero_optimization.stage=3 2>&1) \
@@ -80,10 +94,10 @@ import json, os, sys
 d = sys.argv[1]
 keys = ("parameters", "gradients", "optimizer", "activations", "communication", "other", "total")
 bad = 0
-for name in ("np2", "np3", "np2split", "np2bf16", "np3fp16"):
+for name in ("np2", "np3", "np2split", "np2bf16", "np3fp16", "np2cpu", "np2nvme", "np2param", "np2paramcpu"):
     est = json.load(open(os.path.join(d, f"est_{name}.json")))
     floor = json.load(open(os.path.join(d, f"floor_{name}.json")))
-    for s in range(4):
+    for s in map(int, open(os.path.join(d, f"stages_{name}")).read().split()):
         path = os.path.join(d, f"{name}_s{s}.jsonl")
         steps = [json.loads(l) for l in open(path) if '"peak_bytes"' in l] if os.path.exists(path) else []
         if not steps:

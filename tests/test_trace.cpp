@@ -186,6 +186,13 @@ TEST_CASE("hidden_share and busy_seconds") {
   u.span(TraceLane::compute, "zero", c.at_ms(101), c.at_ms(101));
   CHECK(u.hidden_share(TraceLane::reduce_scatter) == doctest::Approx(0.5));
   CHECK(u.hidden_share(TraceLane::all_reduce) == 0.0);
+
+  // I/O under AdamW's spans (the optimizer lane counts as compute): io [0,10), adamw [2,4) [6,7).
+  Trace o(0);
+  o.span(TraceLane::io, "read", c.at_ms(0), c.at_ms(10));
+  o.span(TraceLane::optimizer, "adamw 0", c.at_ms(2), c.at_ms(4));
+  o.span(TraceLane::optimizer, "adamw 1", c.at_ms(6), c.at_ms(7));
+  CHECK(o.hidden_share(TraceLane::io) == doctest::Approx(0.3));
 }
 
 TEST_CASE("write merges every rank into one trace") {

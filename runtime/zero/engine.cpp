@@ -6,8 +6,12 @@
 namespace zt {
 
 ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
-                       DType wire)
+                       DType wire, const AioConfig& aio)
     : model_(model), comm_(comm), cfg_(zero) {
+  UnitOptions options;
+  options.wire = wire;
+  options.offload_states = cfg_.offload_optimizer.enabled();
+  options.offload_param = cfg_.offload_param.enabled();
   units_.reserve(model.num_units());
   for (int u = 0; u < model.num_units(); ++u) {
     const UnitLayout& lay = model.layout()[u];
@@ -15,13 +19,42 @@ ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroCo
     for (const ParamSpec& p : lay.params)
       if (p.decay) decayed.emplace_back(p.offset, p.offset + shape_numel(p.shape));
     const bool small = lay.numel < cfg_.param_persistence_threshold;
-    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, small, comm, opt, wire);
+    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, small, comm, opt, options);
     model.bind_unit(u, units_.back().param_view(), units_.back().grad_view());
   }
   std::vector<ScheduledUnit*> scheduled;
   for (ShardedUnit& x : units_) scheduled.push_back(&x);
   scheduler_ = std::make_unique<ZeroScheduler>(std::move(scheduled), cfg_);
   tape.set_hooks(scheduler_->hooks());
+  // [Note: optimizer offload], [Note: parameter offload]: one io_uring engine and one swap folder
+  // for both.
+  std::string swap_dir;
+  if (cfg_.offload_optimizer.device == "nvme" || cfg_.offload_param.device == "nvme") {
+    swap_dir = offload_swap_dir(comm);
+    io_ = std::make_unique<IoEngine>(aio);
+  }
+  if (options.offload_states) offload_ = std::make_unique<OptimizerOffload>(units_, cfg_, io_.get(), swap_dir);
+  if (options.offload_param) {
+    param_offload_ = std::make_unique<ParamOffload>(units_, cfg_.offload_param, io_.get(), swap_dir);
+    for (int u = 0; u < static_cast<int>(units_.size()); ++u) units_[u].set_param_offload(param_offload_.get(), u);
+  }
+}
+
+ZeroEngine::~ZeroEngine() = default;
+
+std::string ZeroEngine::offload_summary() const {
+  std::string s;
+  if (offload_)
+    s = "optimizer states offloaded to " + offload_->where() + " (sub-groups of " + std::to_string(cfg_.sub_group_size) +
+        " elements)";
+  if (param_offload_) s += (s.empty() ? "" : "; ") + ("parameter shards offloaded to " + param_offload_->where());
+  return s;
+}
+
+void ZeroEngine::full_params_written(int u) {
+  units_[u].full_params_written();
+  if (offload_) offload_->store_initial(u);
+  if (param_offload_) param_offload_->store(u);
 }
 
 void ZeroEngine::init_params(uint64_t seed) {
@@ -29,7 +62,7 @@ void ZeroEngine::init_params(uint64_t seed) {
     ShardedUnit& x = units_[u];
     x.materialize_full_params();
     model_.init_unit(u, seed);
-    x.full_params_written();
+    full_params_written(u);
     x.release();
   }
 }
@@ -37,9 +70,9 @@ void ZeroEngine::init_params(uint64_t seed) {
 void ZeroEngine::write_full_params(const std::function<void()>& write) {
   for (ShardedUnit& x : units_) x.materialize_full_params();
   write();
-  for (ShardedUnit& x : units_) {
-    x.full_params_written();
-    x.release();
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+    full_params_written(u);
+    units_[u].release();
   }
 }
 
@@ -78,6 +111,8 @@ double ZeroEngine::grad_norm() {
 void ZeroEngine::set_trace(Trace* t) {
   trace_ = t;
   scheduler_->set_trace(t);
+  if (offload_) offload_->set_trace(t);
+  if (param_offload_) param_offload_->set_trace(t);
   for (ShardedUnit& x : units_) x.set_trace(t);
 }
 
@@ -96,10 +131,13 @@ void ZeroEngine::poison_grads() {
 }
 
 void ZeroEngine::update(float lr, float grad_scale, int t) {
-  {
+  if (offload_) {
+    offload_->update(lr, grad_scale, t);
+  } else {
     Trace::Scope span(trace_, TraceLane::optimizer, "adamw");
     for (ShardedUnit& x : units_) x.update(lr, grad_scale, t);
   }
+  if (param_offload_) param_offload_->flush();
   scheduler_->gather_kept();
 }
 

@@ -17,6 +17,8 @@
 #include "comm/communicator.hpp"
 #include "models/gpt2.hpp"
 #include "runtime/config.hpp"
+#include "runtime/zero/optimizer_offload.hpp"
+#include "runtime/zero/param_offload.hpp"
 #include "runtime/zero/scheduler.hpp"
 #include "runtime/zero/sharded_unit.hpp"
 #include "tensor/tape.hpp"
@@ -27,8 +29,12 @@ class ZeroEngine {
  public:
   // Binds `model`'s units to this rank's buffers and hooks the scheduler onto `tape`; all three
   // and `comm` outlive the engine. `wire`: f32, or bf16/f16 ([Note: mixed precision]).
+  // With zero.offload_optimizer, AdamW's states live in an OptimizerOffload, with offload_param
+  // the stage-3 shards in a ParamOffload; `aio` configures the io_uring engine of device nvme,
+  // and construction is then collective (the ranks agree on a swap folder).
   ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
-             DType wire = DType::f32);
+             DType wire = DType::f32, const AioConfig& aio = {});
+  ~ZeroEngine();
 
   int stage() const { return cfg_.stage; }
   const std::vector<ShardedUnit>& units() const { return units_; }
@@ -58,18 +64,27 @@ class ZeroEngine {
   // stage-3 units) are all-gathered again, allgather_bucket_size elements in flight at most.
   void update(float lr, float grad_scale, int t);
 
+  // Where offloaded states live, for the log ("" without offload): "optimizer states offloaded to
+  // <where> (sub-groups of N elements); parameter shards offloaded to <where>".
+  std::string offload_summary() const;
+
   // Records compute, every collective and the update on their lanes (null: no trace); `t`
   // outlives the engine.
   void set_trace(Trace* t);
 
  private:
   void gather_all();
+  void full_params_written(int u);
 
   GPT2& model_;
   Communicator& comm_;
   ZeroConfig cfg_;
   std::vector<ShardedUnit> units_;
   std::unique_ptr<ZeroScheduler> scheduler_;
+  // Declared so that the offloads (their stores and buffers) go before the io_uring engine.
+  std::unique_ptr<IoEngine> io_;
+  std::unique_ptr<OptimizerOffload> offload_;
+  std::unique_ptr<ParamOffload> param_offload_;
   Trace* trace_ = nullptr;
 };
 

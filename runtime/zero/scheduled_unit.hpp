@@ -29,6 +29,9 @@ class ScheduledUnit {
   virtual bool gather_done() = 0;
   virtual void wait_gather() = 0;
   virtual void release() = 0;
+  // Parameter offload ([Note: parameter offload]): starts bringing back the shard a later gather
+  // will read. Nothing for a unit whose shard stays.
+  virtual void prefetch_shard() {}
 
   // Makes the full gradients present (stages 2-3 bring them back zeroed for each backward).
   virtual void prepare_grads() = 0;

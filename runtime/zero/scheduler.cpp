@@ -64,6 +64,7 @@ void ZeroScheduler::pre(int u, bool backward) {
     x.prepare_grads();
   }
   prefetch();
+  prefetch_shards();
   compute_started_ = Trace::clock::now();
 }
 
@@ -108,6 +109,26 @@ void ZeroScheduler::prefetch() {
     if (live + x.numel() > cfg_.max_live_parameters) return;
     x.start_gather();
     live += x.numel();
+  }
+}
+
+void ZeroScheduler::prefetch_shards() {
+  const OffloadConfig& o = cfg_.offload_param;
+  if (stage_ < 3 || !frozen_ || !o.enabled()) return;
+  // The shards of the next units to gather that are not gathered or coming, in schedule order, up
+  // to buffer_count units and buffer_count x buffer_size elements ([Note: parameter offload]).
+  int count = 0;
+  int64_t elements = 0;
+  std::vector<char> seen(units_.size(), 0);
+  for (size_t p = pos_ + 1; p < 2 * order_.size() && count < o.buffer_count; ++p) {
+    const int v = unit_at(p);
+    ScheduledUnit& x = *units_[v];
+    if (x.persistent() || seen[v] || x.state() != ParamState::sharded) continue;
+    seen[v] = 1;
+    elements += x.numel();
+    if (count > 0 && elements > static_cast<int64_t>(o.buffer_count) * o.buffer_size) return;
+    x.prefetch_shard();
+    ++count;
   }
 }
 

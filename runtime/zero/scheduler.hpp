@@ -17,6 +17,8 @@
 //   keep full gradients, so a unit that runs more than once is reduced after its last backward;
 //   stages 2-3 reduce after each, adding to the shard, so that no full gradients wait from the
 //   head's backward to the embedding's (a unit's next backward waits for its reduction first).
+// - with offload_param, the pre-hook also starts reading the shards of the next units to gather
+//   ([Note: parameter offload]).
 // - every hook tests the collectives in flight, which also drives MPI in its polled mode.
 // With overlap_comm false every collective is waited for where it starts.
 #pragma once
@@ -63,6 +65,7 @@ class ZeroScheduler {
   void record(int u, bool backward);
   void gather_now(int u);
   void prefetch();
+  void prefetch_shards();
   void reduce(int u);
   int unit_at(size_t pos) const;  // the unit the schedule runs at pos; -1 past its end
   bool reused_soon(int u) const;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/kernels.hpp"
+#include "runtime/zero/param_offload.hpp"
 
 namespace zt {
 
@@ -28,19 +29,21 @@ Tensor round_through(const Tensor& x, DType wire, MemCategory c) {
 }  // namespace
 
 ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
-                         Communicator& comm, const OptimizerConfig& opt, DType wire)
+                         Communicator& comm, const OptimizerConfig& opt, const UnitOptions& options)
     : name_(std::move(name)),
       stage_(stage),
       persistent_(stage < 3 || persistent),
       comm_(&comm),
       geo_(shard_geometry(numel, comm.size(), comm.rank())),
       state_(persistent_ ? ParamState::gathered : ParamState::sharded),
-      wire_(wire) {
+      wire_(options.wire),
+      offload_states_(options.offload_states),
+      param_offloaded_(options.offload_param && stage == 3 && !persistent_) {
   const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;  // M: the master's length
   full_params_ = persistent_ ? kept(P, MemCategory::parameters) : absent(P, MemCategory::parameters);
   if (mixed()) {
-    master_ = kept(M, MemCategory::optimizer);
-    shard16_ = kept(M, MemCategory::parameters, wire_);
+    master_ = offload_states_ ? absent(M, MemCategory::optimizer) : kept(M, MemCategory::optimizer);
+    shard16_ = param_offloaded_ ? absent(M, MemCategory::parameters, wire_) : kept(M, MemCategory::parameters, wire_);
     wire_params_ = absent(P, MemCategory::parameters, wire_);
     wire_grads_ = absent(P, MemCategory::gradients, wire_);
   } else if (stage_ == 0) {
@@ -48,7 +51,7 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
   } else if (stage_ < 3) {
     master_ = full_params_.view(geo_.begin(), {S});
   } else {
-    master_ = kept(S, MemCategory::parameters);
+    master_ = param_offloaded_ ? absent(S, MemCategory::parameters) : kept(S, MemCategory::parameters);
   }
 
   full_grads_ = stage_ < 2 ? kept(P, MemCategory::gradients) : absent(P, MemCategory::gradients);
@@ -57,12 +60,14 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
   else grad_shard_ = kept(S, MemCategory::gradients);
 
   opt_ = std::make_unique<AdamW>(opt, master_, grad_shard_,
-                                 clip_ranges(decayed, stage_ == 0 ? 0 : geo_.begin(), master_.numel()));
+                                 clip_ranges(decayed, stage_ == 0 ? 0 : geo_.begin(), master_.numel()),
+                                 !offload_states_);
 }
 
 void ShardedUnit::start_gather() {
   if (stage_ == 0) throw std::logic_error("unit " + name_ + ": stage 0 never gathers");
   if (state_ != ParamState::sharded) throw std::logic_error("unit " + name_ + ": gather of a unit that is not sharded");
+  if (poff_) poff_->ready(index_);
   full_params_.storage()->materialize();
   param_started_ = Trace::clock::now();
   if (mixed()) {
@@ -86,6 +91,7 @@ void ShardedUnit::trace(TraceLane lane, const char* what, Trace::clock::time_poi
 void ShardedUnit::finish_gather() {
   trace(TraceLane::all_gather, "all_gather", param_started_, param_work_);
   param_work_.reset();
+  if (poff_) poff_->done_with(index_);
   if (mixed()) {  // compute widens the 16-bit parameters
     cast_into(wire_params_, full_params_);
     wire_params_.storage()->release();
@@ -117,11 +123,13 @@ void ShardedUnit::materialize_full_params() {
 }
 
 void ShardedUnit::full_params_written() {
+  if (param_offloaded_) param_shard().storage()->materialize();  // written whole below, then stored
   if (mixed()) {
     // Every rank rounds the same full buffer, so the kept full parameters of stages 0-2 are the
     // 16-bit values everywhere, as if they had been gathered; the master starts from them too.
     const Tensor rounded = round_through(full_params_, wire_, MemCategory::other);
     const int64_t begin = stage_ == 0 ? 0 : geo_.begin();
+    master_.storage()->materialize();  // an offloaded master is here until the offload takes it
     cast_into(rounded.view(begin, {master_.numel()}), shard16_);
     cast_into(full_params_.view(begin, {master_.numel()}), master_);
   } else if (stage_ == 3) {
@@ -204,13 +212,44 @@ bool ShardedUnit::grads_nonfinite() const {
 
 void ShardedUnit::update(float lr, float grad_scale, int t) {
   if (state_ == ParamState::gathering) throw std::logic_error("unit " + name_ + ": update during its gather");
+  begin_update();
   opt_->step(lr, grad_scale, t);
   if (mixed()) {
     cast_into(master_, shard16_);
     if (stage_ == 0) cast_into(shard16_, full_params_);  // stage 0's shard is the whole unit
   }
+  finish_update();
+}
+
+void ShardedUnit::begin_update() {
+  if (!poff_) return;
+  // The 16-bit shard is rewritten whole from the master; an fp32 master is the shard itself.
+  if (mixed()) poff_->make_room(index_);
+  else poff_->ready(index_);
+}
+
+void ShardedUnit::prefetch_shard() {
+  if (poff_) poff_->fetch(index_);
+}
+
+void ShardedUnit::update_range(float lr, float grad_scale, int t, int64_t begin, int64_t end, float* master, float* m,
+                               float* v) {
+  if (state_ == ParamState::gathering) throw std::logic_error("unit " + name_ + ": update during its gather");
+  if (!master_offloaded()) master = master_.data<float>() + begin;
+  opt_->step_range(lr, grad_scale, t, begin, end, master, m, v);
+  // Offload starts at stage 1, where the 16-bit shard is only this rank's slice.
+  if (mixed())
+    cpu::cast(static_cast<uint16_t*>(shard16_.raw()) + begin, wire_, master, DType::f32, static_cast<size_t>(end - begin));
+}
+
+void ShardedUnit::finish_update() {
+  if (poff_) poff_->store(index_);
   if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
   if (stage_ == 3 && !persistent_) release();  // a unit held for a whole-model save is stale now
+}
+
+void ShardedUnit::release_master() {
+  if (master_offloaded()) master_.storage()->release();
 }
 
 }  // namespace zt

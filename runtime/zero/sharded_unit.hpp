@@ -9,6 +9,8 @@
 //   3     | gathered while in use  | own buffer of S            | one micro-batch long  | own buffer of S
 // Stage 3 units under stage3_param_persistence_threshold keep their full parameters, like stage 2.
 // Kept full parameters of stages 1-3 are all-gathered from the masters after each update.
+// Offload takes AdamW's states (and a master of its own) out of the unit ([Note: optimizer
+// offload]) and, at stage 3, the shard it gathers from ([Note: parameter offload]).
 //
 // [Note: mixed precision] With a 16-bit wire dtype (bf16.enabled, fp16.enabled) the masters are
 // fp32 buffers of their own (counted with AdamW's states, as DeepSpeed counts 12 bytes a
@@ -31,12 +33,23 @@
 
 namespace zt {
 
+class ParamOffload;
+
+struct UnitOptions {
+  DType wire = DType::f32;      // f32, or bf16/f16 for [Note: mixed precision]
+  // AdamW's m and v, and a master of its own (16-bit wire), live in an OptimizerOffload ([Note:
+  // optimizer offload]) rather than here; update_range then takes them.
+  bool offload_states = false;
+  // The shard this unit gathers from lives in a ParamOffload ([Note: parameter offload]); taken
+  // at stage 3 by units that are not persistent.
+  bool offload_param = false;
+};
+
 class ShardedUnit final : public ScheduledUnit {
  public:
-  // `decayed` lists the unit's weight-decayed element ranges; `comm` outlives the unit. `wire` is
-  // f32, or bf16/f16 for [Note: mixed precision].
+  // `decayed` lists the unit's weight-decayed element ranges; `comm` outlives the unit.
   ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
-              Communicator& comm, const OptimizerConfig& opt, DType wire = DType::f32);
+              Communicator& comm, const OptimizerConfig& opt, const UnitOptions& options = {});
   ShardedUnit(ShardedUnit&&) = default;
 
   const std::string& name() const override { return name_; }
@@ -84,6 +97,30 @@ class ShardedUnit final : public ScheduledUnit {
   // full parameters must be gathered again.
   void update(float lr, float grad_scale, int t);
 
+  // Parameter offload: whether this unit takes part, the shard it gathers from (its 16-bit shard,
+  // or in fp32 its master), and the ParamOffload that keeps it (`index`: this unit's there).
+  bool param_offloaded() const { return param_offloaded_; }
+  const Tensor& param_shard() const { return mixed() ? shard16_ : master_; }
+  void set_param_offload(ParamOffload* p, int index) {
+    poff_ = p;
+    index_ = index;
+  }
+  void prefetch_shard() override;
+
+  // With offloaded states: the length of the master (this rank's elements of the unit), whether
+  // the master is offloaded too (it is the parameters themselves in fp32), the update of master
+  // elements [begin, end) with the master (null where it is not offloaded), m and v given at
+  // element `begin`, between begin_update() and finish_update(), which do what update() does
+  // before and after AdamW.
+  int64_t master_numel() const { return master_.numel(); }
+  bool master_offloaded() const { return offload_states_ && mixed(); }
+  void update_range(float lr, float grad_scale, int t, int64_t begin, int64_t end, float* master, float* m, float* v);
+  void begin_update();
+  void finish_update();
+  // An offloaded master exists here only from full_params_written() until the offload has taken
+  // it (release_master()).
+  void release_master();
+
  private:
   void finish_reduce();
   void finish_gather();
@@ -97,6 +134,10 @@ class ShardedUnit final : public ScheduledUnit {
   ShardGeometry geo_;
   ParamState state_;
   DType wire_;
+  bool offload_states_;
+  bool param_offloaded_;
+  ParamOffload* poff_ = nullptr;
+  int index_ = -1;
   Tensor full_params_, master_, full_grads_, grad_shard_;
   // [Note: mixed precision] only: this rank's 16-bit parameter shard, and the 16-bit full buffers
   // the collectives fill (present while one is in flight).

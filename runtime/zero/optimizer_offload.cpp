@@ -1,0 +1,166 @@
+#include "runtime/zero/optimizer_offload.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+
+namespace zt {
+
+std::string offload_swap_dir(Communicator& comm) {
+  // Rank 0's process id and start time, so that runs sharing an nvme_path never share files.
+  Tensor id = Tensor::empty({2}, DType::i32, MemCategory::other);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  id.data<int32_t>()[0] = static_cast<int32_t>(::getpid());
+  id.data<int32_t>()[1] = static_cast<int32_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count() % 1000000);
+  comm.broadcast(id, 0);
+  return "ztrain-" + std::to_string(id.data<int32_t>()[0]) + "-" + std::to_string(id.data<int32_t>()[1]) + "/rank" +
+         std::to_string(comm.rank());
+}
+
+namespace {
+
+constexpr size_t kF32 = sizeof(float);
+
+}  // namespace
+
+OptimizerOffload::OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroConfig& zero, IoEngine* io,
+                                   const std::string& swap_dir)
+    : units_(units), cfg_(zero.offload_optimizer) {
+  if (cfg_.device == "nvme") {
+    engine_ = io;
+    store_ = make_nvme_store(*engine_, cfg_.nvme_path, swap_dir, "optimizer.swp");
+  } else {
+    store_ = make_host_store(cfg_.pin_memory, category_);
+  }
+  size_t largest = 0;
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+    const ShardedUnit& x = units_[u];
+    const int64_t M = x.master_numel();
+    const size_t per_element = (x.master_offloaded() ? 3 : 2) * kF32;
+    for (int64_t b = 0; b < M; b += zero.sub_group_size) {
+      const int64_t e = std::min(M, b + zero.sub_group_size);
+      const size_t bytes = static_cast<size_t>(e - b) * per_element;
+      groups_.push_back({u, b, e, store_->add(x.name() + "[" + std::to_string(b) + ":" + std::to_string(e) + "]", bytes)});
+      largest = std::max(largest, bytes);
+    }
+  }
+  if (engine_) {
+    const int n = static_cast<int>(std::min<size_t>(static_cast<size_t>(cfg_.buffer_count), groups_.size()));
+    for (int i = 0; i < n; ++i) {
+      buffers_.emplace_back(SwapStore::buffer_bytes(largest), cfg_.pin_memory);
+      cpu_allocator().accounting().add(category_, buffers_.back().size());
+      engine_->register_buffer(buffers_.back());
+    }
+  }
+}
+
+OptimizerOffload::~OptimizerOffload() {
+  for (const PinnedBuffer& b : buffers_) cpu_allocator().accounting().sub(category_, b.size());
+}
+
+void OptimizerOffload::arrays(const Group& g, char* base, float*& master, float*& m, float*& v) const {
+  const size_t n = static_cast<size_t>(g.end - g.begin);
+  float* f = reinterpret_cast<float*>(base);
+  const bool own = units_[g.unit].master_offloaded();
+  master = own ? f : nullptr;
+  m = f + (own ? n : 0);
+  v = m + n;
+}
+
+void OptimizerOffload::store_initial(int u) {
+  ShardedUnit& x = units_[u];
+  PinnedBuffer staging;
+  for (const Group& g : groups_) {
+    if (g.unit != u) continue;
+    char* base = static_cast<char*>(store_->resident(g.record));
+    if (!base) {  // nvme: assembled in a buffer of its own, written, waited
+      if (staging.size() < SwapStore::buffer_bytes(store_->bytes(g.record)))
+        staging = PinnedBuffer(SwapStore::buffer_bytes(store_->bytes(g.record)), false);
+      base = staging.as<char>();
+    }
+    float *master, *m, *v;
+    arrays(g, base, master, m, v);
+    const size_t n = static_cast<size_t>(g.end - g.begin);
+    if (master) std::memcpy(master, x.master().data<float>() + g.begin, n * kF32);
+    std::memset(m, 0, 2 * n * kF32);  // m and v, side by side
+    if (!store_->resident(g.record)) store_->write(g.record, base).wait();
+  }
+  x.release_master();
+}
+
+void OptimizerOffload::update_group(const Group& g, char* base, float lr, float grad_scale, int t) {
+  float *master, *m, *v;
+  arrays(g, base, master, m, v);
+  ShardedUnit& x = units_[g.unit];
+  if (g.begin == 0) x.begin_update();
+  {
+    Trace::Scope span(trace_, TraceLane::optimizer, "adamw " + store_->name(g.record));
+    x.update_range(lr, grad_scale, t, g.begin, g.end, master, m, v);
+  }
+  if (g.end == x.master_numel()) x.finish_update();
+}
+
+void OptimizerOffload::trace_io(const char* what, const Group& g, const IoTransferPtr& io) {
+  if (!trace_ || !io) return;
+  trace_->span(TraceLane::io, std::string(what) + " " + store_->name(g.record), io->started_at(),
+               std::max(io->started_at(), io->completed_at()));
+}
+
+void OptimizerOffload::update(float lr, float grad_scale, int t) {
+  if (engine_) {
+    update_nvme(lr, grad_scale, t);
+  } else {
+    for (const Group& g : groups_) update_group(g, static_cast<char*>(store_->resident(g.record)), lr, grad_scale, t);
+  }
+}
+
+void OptimizerOffload::update_nvme(float lr, float grad_scale, int t) {
+  // [Note: optimizer offload]: reads run ahead into free buffers, writes trail behind.
+  struct Pending {
+    size_t group;
+    int buffer;
+    SwapOp op;
+    IoTransferPtr io;  // for the trace, kept past the op's completion
+  };
+  std::deque<int> free;
+  for (int b = 0; b < static_cast<int>(buffers_.size()); ++b) free.push_back(b);
+  std::deque<Pending> reads, writes;
+  size_t next_read = 0;
+  auto finish_write = [&] {
+    Pending w = std::move(writes.front());
+    writes.pop_front();
+    w.op.wait();
+    trace_io("write", groups_[w.group], w.io);
+    free.push_back(w.buffer);
+  };
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const size_t limit = cfg_.pipeline_read ? groups_.size() : i + 1;
+    for (;;) {
+      while (!writes.empty() && writes.front().op.test()) finish_write();
+      while (next_read < limit && !free.empty()) {
+        const int b = free.front();
+        free.pop_front();
+        SwapOp op = store_->read(groups_[next_read].record, buffers_[b].data());
+        IoTransferPtr io = op.transfer();
+        reads.push_back({next_read++, b, std::move(op), std::move(io)});
+      }
+      if (next_read > i) break;
+      finish_write();  // no buffer is free: the oldest write must end first
+    }
+    Pending r = std::move(reads.front());
+    reads.pop_front();
+    r.op.wait();
+    trace_io("read", groups_[i], r.io);
+    update_group(groups_[i], buffers_[r.buffer].as<char>(), lr, grad_scale, t);
+    SwapOp op = store_->write(groups_[i].record, buffers_[r.buffer].data());
+    IoTransferPtr io = op.transfer();
+    writes.push_back({i, r.buffer, std::move(op), std::move(io)});
+    if (!cfg_.pipeline_write) finish_write();
+  }
+  while (!writes.empty()) finish_write();
+}
+
+}  // namespace zt

@@ -1,0 +1,136 @@
+#include "runtime/zero/param_offload.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/zero/sharded_unit.hpp"
+
+namespace zt {
+
+ParamOffload::ParamOffload(std::vector<ShardedUnit>& units, const OffloadConfig& cfg, IoEngine* io,
+                           const std::string& swap_dir)
+    : units_(units), cfg_(cfg), record_(units.size(), -1), state_(units.size(), Where::here), ops_(units.size()),
+      ios_(units.size()), keep_(units.size(), 0) {
+  const bool nvme = cfg_.device == "nvme";
+  if (nvme) {
+    engine_ = io;
+    store_ = make_nvme_store(*engine_, cfg_.nvme_path, swap_dir, "params.swp");
+  } else {
+    store_ = make_host_store(cfg_.pin_memory, MemCategory::parameters);
+  }
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+    ShardedUnit& x = units_[u];
+    if (!x.param_offloaded()) continue;
+    const Tensor s = x.param_shard();
+    record_[u] = static_cast<int>(store_->add(x.name() + " shard", s.nbytes()));
+    state_[u] = s.has_data() ? Where::here : Where::away;
+    // The cache in front of NVMe: the first units to fit stay here for good.
+    if (nvme && cached_ + s.numel() <= cfg_.max_in_cpu) {
+      keep_[u] = 1;
+      cached_ += s.numel();
+    }
+    if (nvme && s.nbytes() < IoFile::kDirectAlignment && bounce_.size() == 0)
+      bounce_ = PinnedBuffer(IoFile::kDirectAlignment, false);
+  }
+}
+
+ParamOffload::~ParamOffload() = default;
+
+Tensor ParamOffload::shard(int u) const { return units_[u].param_shard(); }
+
+void ParamOffload::trace_io(const char* what, int u, const IoTransferPtr& io) {
+  if (!trace_ || !io) return;
+  trace_->span(TraceLane::io, std::string(what) + " " + units_[u].name(), io->started_at(),
+               std::max(io->started_at(), io->completed_at()));
+}
+
+void ParamOffload::fetch(int u) {
+  if (record_.at(u) < 0 || state_[u] != Where::away) return;
+  const Tensor s = shard(u);
+  s.storage()->materialize();
+  elements_here_ += s.numel();
+  const auto id = static_cast<size_t>(record_[u]);
+  if (s.nbytes() < IoFile::kDirectAlignment && !store_->resident(id)) {  // under a page: bounce, at once
+    store_->read(id, bounce_.data()).wait();
+    std::memcpy(s.raw(), bounce_.data(), s.nbytes());
+    state_[u] = Where::here;
+    return;
+  }
+  ops_[u] = store_->read(id, s.raw());
+  ios_[u] = ops_[u].transfer();
+  state_[u] = Where::reading;
+}
+
+void ParamOffload::complete(int u) {
+  ops_[u].wait();
+  trace_io(state_[u] == Where::reading ? "read" : "write", u, ios_[u]);
+  ios_[u].reset();
+  state_[u] = Where::here;
+}
+
+void ParamOffload::ready(int u) {
+  if (record_.at(u) < 0) return;
+  if (state_[u] == Where::away) fetch(u);
+  if (state_[u] == Where::reading || state_[u] == Where::writing) complete(u);
+}
+
+void ParamOffload::evict(int u) {
+  if (keep_[u] || state_[u] != Where::here) return;
+  const Tensor s = shard(u);
+  s.storage()->release();
+  elements_here_ -= s.numel();
+  state_[u] = Where::away;
+}
+
+void ParamOffload::done_with(int u) {
+  if (record_.at(u) >= 0) evict(u);
+}
+
+void ParamOffload::make_room(int u) {
+  if (record_.at(u) < 0) return;
+  if (state_[u] == Where::away) {
+    const Tensor s = shard(u);
+    s.storage()->materialize();
+    elements_here_ += s.numel();
+    state_[u] = Where::here;
+  }
+  if (state_[u] != Where::here) complete(u);
+}
+
+void ParamOffload::store(int u) {
+  if (record_.at(u) < 0) return;
+  if (state_[u] != Where::here) complete(u);
+  const Tensor s = shard(u);
+  const auto id = static_cast<size_t>(record_[u]);
+  if (s.nbytes() < IoFile::kDirectAlignment && !store_->resident(id)) {
+    std::memcpy(bounce_.data(), s.raw(), s.nbytes());
+    store_->write(id, bounce_.data()).wait();
+    evict(u);
+    return;
+  }
+  ops_[u] = store_->write(id, s.raw());
+  ios_[u] = ops_[u].transfer();
+  state_[u] = Where::writing;
+  if (ops_[u].done()) {  // host memory: copied already
+    state_[u] = Where::here;
+    evict(u);
+    return;
+  }
+  // At most buffer_count shards wait on their writes; the oldest is waited for and freed.
+  writing_.push_back(u);
+  while (static_cast<int>(writing_.size()) > cfg_.buffer_count) retire();
+}
+
+void ParamOffload::retire() {
+  const int u = writing_.front();
+  writing_.pop_front();
+  if (state_[u] != Where::writing) return;  // a gather's ready() took it in the meantime
+  complete(u);
+  evict(u);
+}
+
+void ParamOffload::flush() {
+  while (!writing_.empty()) retire();
+}
+
+}  // namespace zt

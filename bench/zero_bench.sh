@@ -14,15 +14,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 launch=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 
-# A token shard of random GPT-2 ids in llm.c's format (the timing does not depend on the text).
-/usr/bin/python3 - "$dir/bench_train_000.bin" <<'PY'
-import random, struct, sys
-n = 1 << 20
-random.seed(0)
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
-    f.write(struct.pack(f"<{n}H", *(random.randrange(50257) for _ in range(n))))
-PY
+/usr/bin/python3 bench/random_tokens.py "$dir/bench_train_000.bin"  # the timing does not depend on the text
 cat > "$dir/c.json" <<JSON
 {"model": {"n_layer": 12, "n_head": 12, "n_embd": 768, "vocab_size": 50257, "padded_vocab_size": 50304,
            "max_seq_len": 1024},

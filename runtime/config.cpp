@@ -321,6 +321,7 @@ void read_offload(Section& zero, std::string_view key, OffloadConfig& o, bool pa
     if (s->get("pipeline", both)) o.pipeline_read = o.pipeline_write = both;
     s->get("pipeline_read", o.pipeline_read);
     s->get("pipeline_write", o.pipeline_write);
+    s->get("overlap_step", o.overlap_step);
     bool fast_init = false;
     s->get("fast_init", fast_init);
     double ratio = 1.0;

@@ -88,6 +88,9 @@ struct OffloadConfig {
   int buffer_count = 4;         // sub-group buffers (optimizer; DeepSpeed's 4) or shard buffers (param; 5)
   bool pipeline_read = false;   // optimizer: read sub-group k+1 while updating k
   bool pipeline_write = false;  // optimizer: write sub-group k-1 while updating k
+  // optimizer, nvme: the update runs on behind the next forward ([Note: update behind the next
+  // forward] in runtime/zero/optimizer_offload.hpp); a ztrain key, not DeepSpeed's.
+  bool overlap_step = true;
   int64_t buffer_size = 100'000'000;   // param: elements of one read-ahead buffer
   int64_t max_in_cpu = 1'000'000'000;  // param: elements kept in host memory
   bool enabled() const { return device != "none"; }

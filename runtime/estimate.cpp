@@ -167,6 +167,7 @@ class GhostUnit final : public ScheduledUnit {
   ParamState state() const override { return state_; }
 
   void start_gather() override {
+    if (pending_) finish_update();
     if (poff_) poff_->ready(index_);
     if (!persistent_) mem_.add(MemCategory::parameters, f32_bytes(geo_.padded()));
     if (mixed()) mem_.add(MemCategory::parameters, half_bytes(geo_.padded()));  // the 16-bit wire buffer
@@ -191,13 +192,12 @@ class GhostUnit final : public ScheduledUnit {
     state_ = ParamState::sharded;
   }
   // ShardedUnit::update's effects: the shard is here for it and written back after it, and the
-  // kept full parameters are stale (stages 1-3).
-  void updated() {
-    if (poff_) {
-      poff_->make_room(index_);
-      poff_->store(index_);
-    }
+  // kept full parameters are stale (stages 1-3). `deferred` ([Note: update behind the next
+  // forward]): the parameters are stale now, the rest happens at the unit's next gather.
+  void updated(bool deferred) {
     if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
+    if (deferred) pending_ = true;
+    else finish_update();
   }
 
   void prepare_grads() override {
@@ -241,6 +241,12 @@ class GhostUnit final : public ScheduledUnit {
 
  private:
   bool mixed() const { return wire_ != DType::f32; }
+  void finish_update() {
+    pending_ = false;
+    if (!poff_) return;
+    poff_->make_room(index_);
+    poff_->store(index_);
+  }
   static size_t half_bytes(int64_t elements) { return static_cast<size_t>(elements) * 2; }
 
   void finish_reduce() {
@@ -266,6 +272,7 @@ class GhostUnit final : public ScheduledUnit {
   size_t staged_ = 0;  // the staging buffer of the reduction in flight
   GhostParamOffload* poff_ = nullptr;
   int index_ = -1;
+  bool pending_ = false;  // an update behind the next forward
 };
 
 // What an OptimizerOffload holds ([Note: optimizer offload]): device cpu, every sub-group's
@@ -447,9 +454,14 @@ StageEstimate estimate_stage(const Config& cfg, const GPT2& model, int stage, in
     const size_t norm = stage > 0 && world > 1 ? sizeof(float) : 0, loss = world > 1 ? sizeof(float) : 0;
     for (size_t b : {flag, norm, loss}) mem.add(MemCategory::communication, b);
     mem.sub(MemCategory::communication, flag + norm + loss);
-    for (GhostUnit& x : units) x.updated();
-    if (poff) poff->flush();
-    sched.gather_kept();
+    // The update: at once, then the kept parameters gathered again; or behind the next forward,
+    // each unit's part done where its gather starts (the estimate's bound: as late as allowed).
+    const bool deferred = z.offload_optimizer.device == "nvme" && z.offload_optimizer.overlap_step;
+    for (GhostUnit& x : units) x.updated(deferred);
+    if (!deferred) {
+      if (poff) poff->flush();
+      sched.gather_kept();
+    }
   }
   const MemSnapshot s = mem.snapshot();
   StageEstimate e;

@@ -269,6 +269,7 @@ TEST_CASE("offload and aio: DeepSpeed's keys and defaults") {
   CHECK(o.buffer_count == 3);
   CHECK(o.pipeline_read);
   CHECK_FALSE(o.pipeline_write);
+  CHECK(o.overlap_step);  // ztrain's default: the NVMe update runs behind the next forward
   CHECK(c.zero.sub_group_size == 1'000'000);
   const zt::OffloadConfig& p = c.zero.offload_param;
   CHECK(p.device == "cpu");
@@ -287,6 +288,8 @@ TEST_CASE("offload and aio: DeepSpeed's keys and defaults") {
   CHECK(old.zero.offload_optimizer.pipeline_read);
   CHECK(old.zero.offload_optimizer.pipeline_write);
   CHECK(old.aio.intra_op_parallelism == 3);
+  CHECK_FALSE(zt::parse_config(with({"zero_optimization.stage=1", "zero_optimization.offload_optimizer.overlap_step=false"}))
+                  .zero.offload_optimizer.overlap_step);
 
   CHECK(error_of({"zero_optimization.stage=1", "zero_optimization.offload_optimizer.device=disk"}) ==
         "config: zero_optimization.offload_optimizer.device: expected \"none\", \"cpu\" or \"nvme\", got \"disk\"");

@@ -108,8 +108,10 @@ for name in ("np2", "np3", "np2split", "np2bf16", "np3fp16", "np2cpu", "np2nvme"
             m, e, f = got[k], want[k], low[k]
             tiny = k != "total" and e < 0.01 * want["total"]
             # A one-element all-reduce's buffer may outlive its wait briefly (the progress thread
-            # still holds the finished operation): a few bytes either way.
-            slack = 0.01 * want["total"] if tiny else 16
+            # still holds the finished operation): a few bytes either way; and the total, a sum
+            # taken at one instant, may catch the smallest unit's buffers (a few hundred bytes)
+            # at another moment than the ledger does.
+            slack = 0.01 * want["total"] if tiny else max(16, 1e-4 * want["total"]) if k == "total" else 16
             timing = name == "np2split" and k in ("gradients", "total")
             off = not timing and abs(m - e) > (slack if tiny else 0.10 * e)
             outside = not (f - slack <= m <= e + slack)

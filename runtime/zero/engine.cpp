@@ -26,6 +26,9 @@ ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroCo
   for (ShardedUnit& x : units_) scheduled.push_back(&x);
   scheduler_ = std::make_unique<ZeroScheduler>(std::move(scheduled), cfg_);
   tape.set_hooks(scheduler_->hooks());
+  scheduler_->set_background([this] {
+    if (offload_) offload_->poll();
+  });
   // [Note: optimizer offload], [Note: parameter offload]: one io_uring engine and one swap folder
   // for both.
   std::string swap_dir;
@@ -74,6 +77,10 @@ void ZeroEngine::write_full_params(const std::function<void()>& write) {
     full_params_written(u);
     units_[u].release();
   }
+}
+
+void ZeroEngine::finish_update() {
+  if (offload_) offload_->finish();
 }
 
 void ZeroEngine::gather_all() {
@@ -131,6 +138,12 @@ void ZeroEngine::poison_grads() {
 }
 
 void ZeroEngine::update(float lr, float grad_scale, int t) {
+  if (offload_ && offload_->can_defer() && cfg_.offload_optimizer.overlap_step) {
+    // [Note: update behind the next forward]: each unit's gather finishes its update; the
+    // scheduler's polls move the rest on.
+    offload_->begin(lr, grad_scale, t);
+    return;
+  }
   if (offload_) {
     offload_->update(lr, grad_scale, t);
   } else {

@@ -62,7 +62,11 @@ class ZeroEngine {
   void poison_grads();
   // AdamW on this rank's shards, then the full parameters that stay (stages 1-2, persistent
   // stage-3 units) are all-gathered again, allgather_bucket_size elements in flight at most.
+  // With optimizer offload to NVMe it may return with the update still running ([Note: update
+  // behind the next forward]): each unit's next gather completes its part (and gathers it).
   void update(float lr, float grad_scale, int t);
+  // Completes an update still running (nothing otherwise).
+  void finish_update();
 
   // Where offloaded states live, for the log ("" without offload): "optimizer states offloaded to
   // <where> (sub-groups of N elements); parameter shards offloaded to <where>".

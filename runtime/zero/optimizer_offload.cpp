@@ -47,6 +47,8 @@ OptimizerOffload::OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroCo
       largest = std::max(largest, bytes);
     }
   }
+  next_read_ = next_update_ = groups_.size();  // no update in progress
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u) units_[u].set_optimizer_offload(this, u);
   if (engine_) {
     const int n = static_cast<int>(std::min<size_t>(static_cast<size_t>(cfg_.buffer_count), groups_.size()));
     for (int i = 0; i < n; ++i) {
@@ -111,56 +113,92 @@ void OptimizerOffload::trace_io(const char* what, const Group& g, const IoTransf
 
 void OptimizerOffload::update(float lr, float grad_scale, int t) {
   if (engine_) {
-    update_nvme(lr, grad_scale, t);
+    begin(lr, grad_scale, t);
+    finish();
   } else {
     for (const Group& g : groups_) update_group(g, static_cast<char*>(store_->resident(g.record)), lr, grad_scale, t);
   }
 }
 
-void OptimizerOffload::update_nvme(float lr, float grad_scale, int t) {
-  // [Note: optimizer offload]: reads run ahead into free buffers, writes trail behind.
-  struct Pending {
-    size_t group;
-    int buffer;
-    SwapOp op;
-    IoTransferPtr io;  // for the trace, kept past the op's completion
-  };
-  std::deque<int> free;
-  for (int b = 0; b < static_cast<int>(buffers_.size()); ++b) free.push_back(b);
-  std::deque<Pending> reads, writes;
-  size_t next_read = 0;
-  auto finish_write = [&] {
-    Pending w = std::move(writes.front());
-    writes.pop_front();
-    w.op.wait();
-    trace_io("write", groups_[w.group], w.io);
-    free.push_back(w.buffer);
-  };
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    const size_t limit = cfg_.pipeline_read ? groups_.size() : i + 1;
-    for (;;) {
-      while (!writes.empty() && writes.front().op.test()) finish_write();
-      while (next_read < limit && !free.empty()) {
-        const int b = free.front();
-        free.pop_front();
-        SwapOp op = store_->read(groups_[next_read].record, buffers_[b].data());
-        IoTransferPtr io = op.transfer();
-        reads.push_back({next_read++, b, std::move(op), std::move(io)});
-      }
-      if (next_read > i) break;
-      finish_write();  // no buffer is free: the oldest write must end first
-    }
-    Pending r = std::move(reads.front());
-    reads.pop_front();
-    r.op.wait();
-    trace_io("read", groups_[i], r.io);
-    update_group(groups_[i], buffers_[r.buffer].as<char>(), lr, grad_scale, t);
-    SwapOp op = store_->write(groups_[i].record, buffers_[r.buffer].data());
-    IoTransferPtr io = op.transfer();
-    writes.push_back({i, r.buffer, std::move(op), std::move(io)});
-    if (!cfg_.pipeline_write) finish_write();
+void OptimizerOffload::begin(float lr, float grad_scale, int t) {
+  if (active()) throw std::logic_error("optimizer offload: an update began before the previous one ended");
+  lr_ = lr;
+  grad_scale_ = grad_scale;
+  t_ = t;
+  next_read_ = next_update_ = 0;
+  free_.clear();
+  for (int b = 0; b < static_cast<int>(buffers_.size()); ++b) free_.push_back(b);
+  for (ShardedUnit& x : units_) x.mark_update_pending();
+  advance(false);
+}
+
+bool OptimizerOffload::active() const { return next_update_ < groups_.size() || !writes_.empty() || !reads_.empty(); }
+
+void OptimizerOffload::retire_write() {
+  Pending w = std::move(writes_.front());
+  writes_.pop_front();
+  w.op.wait();
+  trace_io("write", groups_[w.group], w.io);
+  free_.push_back(w.buffer);
+}
+
+bool OptimizerOffload::advance(bool block) {
+  // [Note: optimizer offload]: reads run ahead into free buffers, writes trail behind. Without
+  // `block` nothing is waited for: what completed is taken, what can start is started.
+  const size_t n = groups_.size();
+  bool progressed = false;
+  while (!writes_.empty() && writes_.front().op.test()) {
+    retire_write();
+    progressed = true;
   }
-  while (!writes.empty()) finish_write();
+  const size_t limit = cfg_.pipeline_read ? n : next_update_ + 1;
+  while (next_read_ < std::min(limit, n) && !free_.empty()) {
+    const int b = free_.front();
+    free_.pop_front();
+    SwapOp op = store_->read(groups_[next_read_].record, buffers_[b].data());
+    IoTransferPtr io = op.transfer();
+    reads_.push_back({next_read_++, b, std::move(op), std::move(io)});
+    progressed = true;
+  }
+  if (next_update_ < n) {
+    if (reads_.empty()) {  // no buffer was free: the oldest write must end first
+      if (!block) return progressed;
+      retire_write();
+      return true;
+    }
+    Pending& r = reads_.front();
+    if (!block && !r.op.test()) return progressed;
+    r.op.wait();
+    trace_io("read", groups_[r.group], r.io);
+    const size_t i = r.group;
+    const int b = r.buffer;
+    reads_.pop_front();
+    update_group(groups_[i], buffers_[b].as<char>(), lr_, grad_scale_, t_);
+    SwapOp op = store_->write(groups_[i].record, buffers_[b].data());
+    IoTransferPtr io = op.transfer();
+    writes_.push_back({i, b, std::move(op), std::move(io)});
+    if (!cfg_.pipeline_write) retire_write();
+    ++next_update_;
+    return true;
+  }
+  if (!writes_.empty() && block) {
+    retire_write();
+    return true;
+  }
+  return progressed;
+}
+
+void OptimizerOffload::poll() {
+  while (active() && advance(false)) {
+  }
+}
+
+void OptimizerOffload::finish_unit(int u) {
+  while (next_update_ < groups_.size() && groups_[next_update_].unit <= u) advance(true);
+}
+
+void OptimizerOffload::finish() {
+  while (active()) advance(true);
 }
 
 }  // namespace zt

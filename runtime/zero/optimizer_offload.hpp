@@ -12,8 +12,19 @@
 //   each write is waited for before the next update). A buffer is reused once its write completed.
 // AdamW is elementwise, so updating by sub-groups gives the bits of the whole-buffer update:
 // results are identical with offload none, cpu and nvme. Gradients stay where they are.
+//
+// [Note: update behind the next forward] The update cannot start before the backward ends (the
+// clipping norm needs every gradient), and AdamW alone is too short to hide a step's I/O behind.
+// So on NVMe (overlap_step) the engine returns from the update once it has begun, and the next
+// forward carries it: units update in index order, which is the order the forward first uses
+// them; a unit's gather first finishes that unit's part; the scheduler's polls at every unit
+// boundary move the rest on (AdamW for sub-groups whose reads completed, their writes, further
+// reads). A unit's gradients stay until its part is done (begin_step's zeroing waits). Nothing
+// reads a unit's parameters before its gather, so the numbers are those of the update done at
+// once; the I/O now overlaps forward compute.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +51,18 @@ class OptimizerOffload {
   // AdamW over every unit's sub-groups, each unit between its begin_update() and finish_update().
   void update(float lr, float grad_scale, int t);
 
+  // [Note: update behind the next forward]: with nvme, the update may instead run in the
+  // background of what follows: begin() starts it (every unit's update pending), poll() moves it on without
+  // waiting (reads completed: AdamW and the write; buffers freed: more reads), finish_unit(u)
+  // completes it up to unit u (units update in index order, the forward's order of first use), and
+  // finish() completes it all. Device cpu has no I/O to hide: update() only.
+  bool can_defer() const { return engine_ != nullptr; }
+  void begin(float lr, float grad_scale, int t);
+  void poll();
+  void finish_unit(int u);
+  void finish();
+  bool active() const;  // an update began and has not finished
+
   void set_trace(Trace* t) { trace_ = t; }
   // Where the states are, for the log: "host memory", or the swap file's path.
   std::string where() const { return store_->where(); }
@@ -53,7 +76,8 @@ class OptimizerOffload {
   // The record's arrays at `base`: master (null where the unit's master is not offloaded), m, v.
   void arrays(const Group& g, char* base, float*& master, float*& m, float*& v) const;
   void update_group(const Group& g, char* base, float lr, float grad_scale, int t);
-  void update_nvme(float lr, float grad_scale, int t);
+  bool advance(bool block);  // one step of the pipeline; whether anything moved
+  void retire_write();       // the oldest write: waited for, its buffer free again
   void trace_io(const char* what, const Group& g, const IoTransferPtr& io);
 
   std::vector<ShardedUnit>& units_;
@@ -64,6 +88,19 @@ class OptimizerOffload {
   std::unique_ptr<SwapStore> store_;
   MemCategory category_ = MemCategory::optimizer;
   Trace* trace_ = nullptr;
+
+  // The update in progress (nvme).
+  struct Pending {
+    size_t group;
+    int buffer;
+    SwapOp op;
+    IoTransferPtr io;  // for the trace, kept past the op's completion
+  };
+  float lr_ = 0, grad_scale_ = 0;
+  int t_ = 0;
+  size_t next_read_ = 0, next_update_ = 0;  // groups read (or reading), groups updated
+  std::deque<int> free_;
+  std::deque<Pending> reads_, writes_;
 };
 
 // This rank's swap folder below nvme_path, "<job>/rank<r>", with a job name the same on every rank

@@ -152,6 +152,7 @@ void ZeroScheduler::poll() {
   for (auto it = reducing_.begin(); it != reducing_.end();)
     it = units_[*it]->reduce_done() ? reducing_.erase(it) : it + 1;
   for (ScheduledUnit* x : units_) x->gather_done();
+  if (background_) background_();
 }
 
 void ZeroScheduler::end_pass() {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "runtime/config.hpp"
@@ -50,8 +51,10 @@ class ZeroScheduler {
   // updated shards (stages 1-3), at most allgather_bucket_size elements in flight, oldest waited
   // first; returns with all of them gathered. Stage 0 updates its full parameters in place.
   void gather_kept();
-  // Tests the collectives in flight.
+  // Tests the collectives in flight, and runs the background work (set_background).
   void poll();
+  // Work moved on at every hook, e.g. an update running behind the forward.
+  void set_background(std::function<void()> f) { background_ = std::move(f); }
 
   // Elements of non-persistent units gathered or being gathered (the live cap's measure).
   int64_t live_numel() const;
@@ -82,6 +85,7 @@ class ZeroScheduler {
   std::vector<int> writers_left_;  // backward runs still to come in this pass, per unit
   std::deque<int> reducing_;       // units whose reduction is in flight, oldest first
   Trace* trace_ = nullptr;
+  std::function<void()> background_;
   Trace::clock::time_point compute_started_;  // units do not nest: one running at a time
 };
 

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "kernels/cpu/kernels.hpp"
+#include "runtime/zero/optimizer_offload.hpp"
 #include "runtime/zero/param_offload.hpp"
 
 namespace zt {
@@ -67,6 +69,7 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
 void ShardedUnit::start_gather() {
   if (stage_ == 0) throw std::logic_error("unit " + name_ + ": stage 0 never gathers");
   if (state_ != ParamState::sharded) throw std::logic_error("unit " + name_ + ": gather of a unit that is not sharded");
+  if (update_pending_) opt_offload_->finish_unit(index_);  // [Note: update behind the next forward]
   if (poff_) poff_->ready(index_);
   full_params_.storage()->materialize();
   param_started_ = Trace::clock::now();
@@ -139,6 +142,10 @@ void ShardedUnit::full_params_written() {
 }
 
 void ShardedUnit::begin_step() {
+  if (update_pending_) {  // the pending update still reads them: zeroed once it has
+    zero_pending_ = true;
+    return;
+  }
   if (stage_ < 2) full_grads_.zero();
   else grad_shard_.zero();
 }
@@ -243,9 +250,16 @@ void ShardedUnit::update_range(float lr, float grad_scale, int t, int64_t begin,
 }
 
 void ShardedUnit::finish_update() {
+  update_pending_ = false;
+  if (std::exchange(zero_pending_, false)) begin_step();
   if (poff_) poff_->store(index_);
   if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
   if (stage_ == 3 && !persistent_) release();  // a unit held for a whole-model save is stale now
+}
+
+void ShardedUnit::mark_update_pending() {
+  update_pending_ = true;
+  if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
 }
 
 void ShardedUnit::release_master() {

@@ -33,6 +33,7 @@
 
 namespace zt {
 
+class OptimizerOffload;
 class ParamOffload;
 
 struct UnitOptions {
@@ -117,6 +118,16 @@ class ShardedUnit final : public ScheduledUnit {
   void update_range(float lr, float grad_scale, int t, int64_t begin, int64_t end, float* master, float* m, float* v);
   void begin_update();
   void finish_update();
+  // [Note: update behind the next forward]: the unit's update has begun and not finished. Until it
+  // has, the gradients stay (begin_step's zeroing waits for it), kept full parameters count as
+  // stale (sharded), and a gather first has the OptimizerOffload (set_optimizer_offload; `index`:
+  // this unit's there) finish it.
+  void mark_update_pending();
+  bool update_pending() const { return update_pending_; }
+  void set_optimizer_offload(OptimizerOffload* o, int index) {
+    opt_offload_ = o;
+    index_ = index;
+  }
   // An offloaded master exists here only from full_params_written() until the offload has taken
   // it (release_master()).
   void release_master();
@@ -137,7 +148,9 @@ class ShardedUnit final : public ScheduledUnit {
   bool offload_states_;
   bool param_offloaded_;
   ParamOffload* poff_ = nullptr;
-  int index_ = -1;
+  OptimizerOffload* opt_offload_ = nullptr;
+  int index_ = -1;  // this unit's index in the engine (and so in its offloads)
+  bool update_pending_ = false, zero_pending_ = false;
   Tensor full_params_, master_, full_grads_, grad_shard_;
   // [Note: mixed precision] only: this rank's 16-bit parameter shard, and the 16-bit full buffers
   // the collectives fill (present while one is in flight).

@@ -1,5 +1,7 @@
 #include "offload/swap_store.hpp"
 
+#include "offload/checksum.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,26 +54,6 @@ size_t SwapStore::add(std::string name, size_t bytes) {
   end_ += buffer_bytes(bytes);
   added(records_.size() - 1);
   return records_.size() - 1;
-}
-
-uint64_t swap_checksum(const void* p, size_t bytes) {
-  // Four independent multiply-rotate lanes over 8-byte words (the loop runs at memory speed), then
-  // the tail byte by byte, then the lanes and the length folded together.
-  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull, kMul2 = 0xC2B2AE3D27D4EB4Full;
-  auto rotl = [](uint64_t x, int r) { return (x << r) | (x >> (64 - r)); };
-  uint64_t lane[4] = {kMul, kMul2, ~kMul, ~kMul2};
-  const auto* b = static_cast<const unsigned char*>(p);
-  size_t i = 0;
-  for (; i + 32 <= bytes; i += 32)
-    for (int k = 0; k < 4; ++k) {
-      uint64_t w;
-      std::memcpy(&w, b + i + 8 * k, 8);
-      lane[k] = rotl(lane[k] + w * kMul2, 31) * kMul;
-    }
-  uint64_t h = bytes * kMul;
-  for (int k = 0; k < 4; ++k) h = rotl(h ^ lane[k], 27) * kMul + kMul2;
-  for (; i < bytes; ++i) h = rotl(h ^ b[i], 11) * kMul;
-  return h ^ (h >> 29);
 }
 
 namespace {
@@ -156,7 +138,7 @@ class NvmeStore final : public SwapStore {
 
   SwapOp write(size_t id, const void* src) override {
     const Record& r = records_.at(id);
-    const uint64_t sum = swap_checksum(src, r.bytes);
+    const uint64_t sum = checksum(src, r.bytes);
     written_.at(id) = false;  // until this write has completed
     return SwapOp(engine_.write(file_, src, r.bytes, r.offset), [this, id, sum] {
       sums_[id] = sum;
@@ -170,7 +152,7 @@ class NvmeStore final : public SwapStore {
       throw std::logic_error("offload: record " + r.name + " of " + path_ + " is read before it was written");
     return SwapOp(engine_.read(file_, dst, r.bytes, r.offset), [this, id, dst] {
       const Record& rec = records_[id];
-      if (swap_checksum(dst, rec.bytes) != sums_[id])
+      if (checksum(dst, rec.bytes) != sums_[id])
         throw IoError("offload: swap file " + path_ + ": record " + rec.name + " (" + std::to_string(rec.bytes) +
                       " bytes at offset " + std::to_string(rec.offset) +
                       ") does not hold what was written (checksum mismatch): the file was changed behind the run");

@@ -91,8 +91,4 @@ std::unique_ptr<SwapStore> make_host_store(bool pin_memory, MemCategory category
 std::unique_ptr<SwapStore> make_nvme_store(IoEngine& engine, const std::string& root, const std::string& dir,
                                            const std::string& file_name);
 
-// The records' checksum: a 64-bit hash of `bytes` at `p` (8-byte words, four lanes, so that it
-// runs near memory bandwidth).
-uint64_t swap_checksum(const void* p, size_t bytes);
-
 }  // namespace zt

@@ -20,7 +20,7 @@ namespace {
 
 constexpr const char* kUsage = R"(usage:
   ztrain train --config FILE [--set dotted.key=value]... [--init-from PATH] [--train-data GLOB]
-               [--steps N] [--seed N] [--metrics FILE] [--trace FILE]
+               [--steps N] [--seed N] [--metrics FILE] [--trace FILE] [--resume [DIR]]
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X] [--seed N]
   ztrain estimate --config FILE [--world-size N] [--set dotted.key=value]... [--format table|json]
   ztrain --help | --version
@@ -64,8 +64,19 @@ int cmd_train(int argc, char** argv, ProcessGroup& pg) {
                                                        {"--metrics", "train.metrics"}, {"--trace", "train.trace"}};
   std::string config;
   std::vector<std::string> overrides;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--init-from", "--train-data", "--steps", "--seed", "--metrics", "--trace"})) {
-    if (flag == "--config") {
+  // --resume takes an optional folder: alone (last, or before another flag) it means checkpoint.dir.
+  std::vector<char*> args(argv, argv + argc);
+  for (size_t i = 2; i < args.size(); ++i)
+    if (std::string(args[i]) == "--resume" && (i + 1 == args.size() || std::string(args[i + 1]).rfind("--", 0) == 0)) {
+      static char latest[] = "\x1b";  // no folder is named this
+      args.insert(args.begin() + static_cast<long>(i) + 1, latest);
+    }
+  for (auto& [flag, value] : parse_flags(static_cast<int>(args.size()), args.data(), 2,
+                                         {"--config", "--set", "--init-from", "--train-data", "--steps", "--seed",
+                                          "--metrics", "--trace", "--resume"})) {
+    if (flag == "--resume") {
+      overrides.push_back("train.resume=" + (value == "\x1b" ? std::string("true") : nlohmann::json(value).dump()));
+    } else if (flag == "--config") {
       config = value;
     } else if (flag == "--set") {
       overrides.push_back(value);

@@ -23,7 +23,7 @@ using nlohmann::json;
 // same change that implements it.
 constexpr std::string_view kDeepSpeedNotYet[] = {
     "amp", "activation_checkpointing",
-    "checkpoint", "wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
+    "wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
     "wandb", "csv_monitor", "comms_logger", "monitor_config", "data_types",
     "communication_data_type", "prescale_gradients", "gradient_predivide_factor",
     "sparse_gradients", "sparse_attention", "elasticity", "pipeline", "compression_training",
@@ -195,6 +195,12 @@ void read_train(Section& top, TrainConfig& t) {
   s->get("trace", t.trace);
   s->get("comm_timeout_s", t.comm_timeout_s);
   s->get("comm_progress", t.comm_progress);
+  // A folder, or true: the checkpoint root (checkpoint.dir), resolved in check_values.
+  if (const json* v = s->find("resume"); v && v->is_boolean()) {
+    if (v->get<bool>()) t.resume = "true";
+  } else {
+    s->get("resume", t.resume);
+  }
   s->done();
 }
 
@@ -382,6 +388,21 @@ void read_zero(Section& top, ZeroConfig& z) {
 }
 
 // bf16 / bfloat16 (DeepSpeed takes either name) and fp16; each {"enabled": bool, ...}.
+// ztrain's checkpoint section. DeepSpeed's keys of the same section are refused by name.
+void read_checkpoint(Section& top, CheckpointConfig& c) {
+  auto s = top.sub("checkpoint");
+  if (!s) return;
+  for (const char* k : {"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"})
+    if (s->find(k)) fail(s->path(k), "is a DeepSpeed checkpoint key that ztrain does not implement");
+  s->get("dir", c.dir);
+  s->get("save_interval", c.save_interval);
+  s->get("keep_last", c.keep_last);
+  s->done();
+  at_least(s->path("save_interval"), c.save_interval, 0);
+  at_least(s->path("keep_last"), c.keep_last, 0);
+  if (c.save_interval > 0 && c.dir.empty()) fail(s->path("dir"), "required with checkpoint.save_interval");
+}
+
 // DeepSpeed's aio section. thread_count is the old name of intra_op_parallelism.
 void read_aio(Section& top, AioConfig& a) {
   auto s = top.sub("aio");
@@ -443,6 +464,10 @@ void read_precision(Section& top, PrecisionConfig& p) {
 // Runs after every section was read and checked for unknown keys, so a typo is reported as such
 // rather than as the constraint its default happens to break.
 void check_values(Config& c, const Seen& seen) {
+  if (c.train.resume == "true") {
+    if (c.checkpoint.dir.empty()) fail("train.resume", "true (resume from checkpoint.dir) needs checkpoint.dir");
+    c.train.resume = c.checkpoint.dir;
+  }
   ModelConfig& m = c.model;
   DataConfig& d = c.data;
   auto given = [&](std::string_view key) {
@@ -616,6 +641,7 @@ Config parse_config(const json& j) {
   read_zero(top, c.zero);
   read_precision(top, c.precision);
   read_aio(top, c.aio);
+  read_checkpoint(top, c.checkpoint);
   seen.train_batch_size = top.get("train_batch_size", c.train_batch_size);
   top.get("train_micro_batch_size_per_gpu", c.micro_batch);
   top.get("gradient_accumulation_steps", c.grad_accum);

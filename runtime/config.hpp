@@ -57,6 +57,15 @@ struct TrainConfig {
   // scheduler tests them at every unit boundary) or "auto": poll where the ranks' compute threads
   // take every core of the host, else thread (ZT_MPI_PROGRESS, when set, decides instead).
   std::string comm_progress = "auto";
+  // `ztrain train --resume [DIR]`: a checkpoint folder or root to continue from; empty: none.
+  std::string resume;
+};
+
+// Checkpoints ([Note: checkpoint layout] in runtime/checkpoint.hpp).
+struct CheckpointConfig {
+  std::string dir;        // the checkpoint root: <dir>/step_<k>/, <dir>/latest
+  int save_interval = 0;  // steps between saves (and the last step); 0: never
+  int keep_last = 0;      // complete checkpoints kept; 0: all
 };
 
 struct OptimizerConfig {
@@ -139,6 +148,7 @@ struct Config {
   SchedulerConfig scheduler;
   ZeroConfig zero;
   PrecisionConfig precision;
+  CheckpointConfig checkpoint;
   AioConfig aio;  // DeepSpeed's aio section: the io_uring engine of nvme offload
   int train_batch_size = 0;  // 0: not given (then micro * accumulation * world size)
   int micro_batch = 4;       // train_micro_batch_size_per_gpu

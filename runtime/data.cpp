@@ -132,6 +132,9 @@ class OrderedLoader : public DataLoader {
     advance();
   }
   void reset() override { start_epoch(0); }
+  void skip(int64_t batches) override {
+    for (int64_t i = 0; i < batches; ++i) advance();
+  }
   int vocab_limit() const override { return vocab_; }
   int64_t num_tokens() const override {
     return std::accumulate(counts_.begin(), counts_.end(), int64_t{0});

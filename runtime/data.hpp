@@ -27,6 +27,8 @@ class DataLoader {
   virtual void next(int32_t* inputs, int32_t* targets) = 0;
   // Back to the first batch (validation starts from here each time).
   virtual void reset() = 0;
+  // Moves on by `batches` micro-batches without reading them (a resumed run's position).
+  virtual void skip(int64_t batches) = 0;
   // Largest token id + 1 the data may hold: 256 for bytes; for llmc shards the tokenizer's
   // vocabulary is not recorded, so 65536.
   virtual int vocab_limit() const = 0;

@@ -18,6 +18,20 @@ class LossScaler {
   // After a step's gradients are known on every rank.
   void update(bool overflow);
 
+  // What a checkpoint keeps: the scale and the counters its rules run on.
+  struct State {
+    double scale = 1.0;
+    int hysteresis_left = 0;
+    long iter = 0, last_overflow = -1;
+  };
+  State state() const { return {scale_, hysteresis_left_, iter_, last_overflow_}; }
+  void restore(const State& s) {
+    scale_ = s.scale;
+    hysteresis_left_ = s.hysteresis_left;
+    iter_ = s.iter;
+    last_overflow_ = s.last_overflow;
+  }
+
  private:
   bool active_, dynamic_;
   double scale_, min_scale_;

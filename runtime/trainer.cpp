@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/kernels.hpp"
+#include "runtime/checkpoint.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/schedule.hpp"
 
@@ -86,6 +87,23 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   inputs_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
   targets_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
   tape_.set_profile(&profile_);
+  if (!cfg_.train.resume.empty()) {
+    const TrainPosition p = load_checkpoint(cfg_.train.resume, cfg_, comm_, *model_, *engine_);
+    steps_done_ = p.steps_done;
+    updates_done_ = p.updates_done;
+    scaler_.restore(p.scaler);
+    train_->skip(p.data_batches);
+    data_batches_ = p.data_batches;
+  }
+}
+
+void Trainer::save() {
+  TrainPosition p;
+  p.steps_done = steps_done_;
+  p.updates_done = updates_done_;
+  p.data_batches = data_batches_;
+  p.scaler = scaler_.state();
+  save_checkpoint(cfg_, comm_, *model_, *engine_, p);
 }
 
 StepStats Trainer::step() {
@@ -101,6 +119,7 @@ StepStats Trainer::step() {
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
     train_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
+    ++data_batches_;
     engine_->begin_pass(micro == accum - 1);
     Tensor loss = model_->forward(tape_, inputs_, targets_);
     loss_sum += loss.data<float>()[0];
@@ -178,6 +197,11 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
       const double v = validate();
       if (metrics) metrics->write_val(s.step, v);
       log(val_line(s.step, v));
+    }
+    const int every = cfg_.checkpoint.save_interval;
+    if (every > 0 && (s.step % every == 0 || s.step == tc.steps)) {
+      save();
+      log("saved checkpoint " + cfg_.checkpoint.dir + "/step_" + std::to_string(s.step));
     }
   }
   // Every rank takes part in gathering the parameters; rank 0 writes them.

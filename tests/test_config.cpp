@@ -314,6 +314,24 @@ TEST_CASE("offload and aio: DeepSpeed's keys and defaults") {
   CHECK(error_of({"aio.queue_dept=4"}) == "config: aio.queue_dept: unknown key (did you mean 'queue_depth'?)");
 }
 
+TEST_CASE("checkpoint section and train.resume") {
+  const Config d = zt::parse_config(minimal());
+  CHECK(d.checkpoint.save_interval == 0);
+  CHECK(d.train.resume.empty());
+  const Config c = zt::parse_config(with({"checkpoint={\"dir\": \"/ck\", \"save_interval\": 50, \"keep_last\": 3}",
+                                          "train.resume=true"}));
+  CHECK(c.checkpoint.dir == "/ck");
+  CHECK(c.checkpoint.save_interval == 50);
+  CHECK(c.checkpoint.keep_last == 3);
+  CHECK(c.train.resume == "/ck");  // true: from checkpoint.dir
+  CHECK(zt::parse_config(with({"train.resume=/other/step_7"})).train.resume == "/other/step_7");
+  CHECK(error_of({"checkpoint.save_interval=10"}) == "config: checkpoint.dir: required with checkpoint.save_interval");
+  CHECK(error_of({"train.resume=true"}) == "config: train.resume: true (resume from checkpoint.dir) needs checkpoint.dir");
+  CHECK(error_of({"checkpoint.keep_last=-1"}) == "config: checkpoint.keep_last: must be >= 0, got -1");
+  CHECK(error_of({"checkpoint.tag_validation=\"Warn\""}) ==
+        "config: checkpoint.tag_validation: is a DeepSpeed checkpoint key that ztrain does not implement");
+}
+
 TEST_CASE("bf16 and fp16: DeepSpeed's sections") {
   CHECK(zt::parse_config(minimal()).precision.dtype == "f32");
   CHECK(zt::parse_config(with({"bf16.enabled=true"})).precision.dtype == "bf16");

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "offload/checksum.hpp"
 #include "offload/swap_store.hpp"
 #include "tests/test_util.hpp"
 
@@ -61,18 +63,24 @@ void round_trip(SwapStore& s) {
 
 }  // namespace
 
-TEST_CASE("checksum: sensitive to every byte and to the length") {
+TEST_CASE("checksum: sensitive to every byte and to the length; the same fed in pieces") {
   auto data = random_bytes(1000, 7);
-  const uint64_t h = swap_checksum(data.data(), data.size());
-  CHECK(h == swap_checksum(data.data(), data.size()));
+  const uint64_t h = checksum(data.data(), data.size());
+  CHECK(h == checksum(data.data(), data.size()));
   for (size_t at : {0, 31, 32, 500, 999}) {
     data[at] ^= 1;
-    CHECK(swap_checksum(data.data(), data.size()) != h);
+    CHECK(checksum(data.data(), data.size()) != h);
     data[at] ^= 1;
   }
-  CHECK(swap_checksum(data.data(), 999) != h);
+  CHECK(checksum(data.data(), 999) != h);
   const std::vector<char> zeros(64, 0);
-  CHECK(swap_checksum(zeros.data(), 64) != swap_checksum(zeros.data(), 32));
+  CHECK(checksum(zeros.data(), 64) != checksum(zeros.data(), 32));
+  for (size_t piece : {1, 7, 31, 32, 33, 100}) {  // fed in pieces: the one-shot value
+    Checksum c;
+    for (size_t at = 0; at < data.size(); at += piece) c.update(data.data() + at, std::min(piece, data.size() - at));
+    CAPTURE(piece);
+    CHECK(c.value() == h);
+  }
 }
 
 TEST_CASE("host store: records in memory, used in place") {

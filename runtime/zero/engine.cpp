@@ -79,6 +79,41 @@ void ZeroEngine::write_full_params(const std::function<void()>& write) {
   }
 }
 
+void ZeroEngine::visit_state(const StateVisitor& visit, bool load) {
+  finish_update();
+  if (param_offload_) param_offload_->flush();
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+    ShardedUnit& x = units_[u];
+    const int64_t M = x.master_numel();
+    // The shard: an offloaded one is brought here for it, and stored again after a load.
+    if (param_offload_ && x.param_offloaded()) {
+      if (load) param_offload_->make_room(u);
+      else param_offload_->ready(u);
+    }
+    visit(u, StateRegion::param, 0, M, x.param_shard().raw());
+    if (param_offload_ && x.param_offloaded()) {
+      if (load) param_offload_->store(u);
+      else param_offload_->done_with(u);
+    }
+    const bool mixed = x.param_shard().dtype() != DType::f32;
+    if (offload_) {
+      offload_->visit_unit(u, load, [&](int64_t begin, int64_t n, float* master, float* m, float* v) {
+        if (mixed) visit(u, StateRegion::master, begin, n, master ? master : x.master().data<float>() + begin);
+        visit(u, StateRegion::m, begin, n, m);
+        visit(u, StateRegion::v, begin, n, v);
+      });
+    } else {
+      if (mixed) visit(u, StateRegion::master, 0, M, x.master().raw());
+      visit(u, StateRegion::m, 0, M, x.adam_m().raw());
+      visit(u, StateRegion::v, 0, M, x.adam_v().raw());
+    }
+  }
+  if (!load) return;
+  if (param_offload_) param_offload_->flush();
+  for (ShardedUnit& x : units_) x.state_loaded();
+  scheduler_->gather_kept();
+}
+
 void ZeroEngine::finish_update() {
   if (offload_) offload_->finish();
 }

@@ -68,6 +68,19 @@ class ZeroEngine {
   // Completes an update still running (nothing otherwise).
   void finish_update();
 
+  // [Note: unit state] What a checkpoint holds of each unit on this rank, in regions as long as
+  // the unit's master (M elements, [Note: ZeRO buffers]): `param`, the shard the unit gathers
+  // from (its full parameters at stage 0), in the wire dtype; `master`, the fp32 master weights
+  // (16-bit wire only: in fp32 the parameters are the master); AdamW's `m` and `v` (f32).
+  enum class StateRegion : int { param, master, m, v };
+  // Calls visit(unit, region, begin, n, data) for every region of every unit, each region in
+  // pieces of ascending `begin` (offloaded states come sub-group by sub-group, interleaved). With
+  // `load` the visitor fills the data, and what a checkpoint load needs afterwards is done (kept
+  // full parameters gathered again). Collective at stages 1-3 when loading. Finishes a running
+  // update first.
+  using StateVisitor = std::function<void(int unit, StateRegion r, int64_t begin, int64_t n, void* data)>;
+  void visit_state(const StateVisitor& visit, bool load);
+
   // Where offloaded states live, for the log ("" without offload): "optimizer states offloaded to
   // <where> (sub-groups of N elements); parameter shards offloaded to <where>".
   std::string offload_summary() const;

@@ -93,6 +93,24 @@ void OptimizerOffload::store_initial(int u) {
   x.release_master();
 }
 
+void OptimizerOffload::visit_unit(int u, bool load,
+                                  const std::function<void(int64_t, int64_t, float*, float*, float*)>& fn) {
+  if (active()) throw std::logic_error("optimizer offload: states visited during an update");
+  for (const Group& g : groups_) {
+    if (g.unit != u) continue;
+    char* base = static_cast<char*>(store_->resident(g.record));
+    const bool moved = base == nullptr;  // nvme: through the first buffer
+    if (moved) {
+      base = buffers_.at(0).as<char>();
+      if (!load) store_->read(g.record, base).wait();
+    }
+    float *master, *m, *v;
+    arrays(g, base, master, m, v);
+    fn(g.begin, g.end - g.begin, master, m, v);
+    if (moved && load) store_->write(g.record, base).wait();
+  }
+}
+
 void OptimizerOffload::update_group(const Group& g, char* base, float lr, float grad_scale, int t) {
   float *master, *m, *v;
   arrays(g, base, master, m, v);

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,11 @@ class OptimizerOffload {
   void finish_unit(int u);
   void finish();
   bool active() const;  // an update began and has not finished
+
+  // Unit u's states sub-group by sub-group, in order: `fn(begin, n, master, m, v)` (master null
+  // where it is not offloaded) reads them (save) or, with `load`, fills them, and they are stored.
+  // No update may be running.
+  void visit_unit(int u, bool load, const std::function<void(int64_t, int64_t, float*, float*, float*)>& fn);
 
   void set_trace(Trace* t) { trace_ = t; }
   // Where the states are, for the log: "host memory", or the swap file's path.

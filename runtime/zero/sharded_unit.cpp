@@ -257,6 +257,12 @@ void ShardedUnit::finish_update() {
   if (stage_ == 3 && !persistent_) release();  // a unit held for a whole-model save is stale now
 }
 
+void ShardedUnit::state_loaded() {
+  if (mixed() && stage_ == 0) cast_into(shard16_, full_params_);
+  if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
+  if (stage_ == 3 && !persistent_) release();
+}
+
 void ShardedUnit::mark_update_pending() {
   update_pending_ = true;
   if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;

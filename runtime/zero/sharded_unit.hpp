@@ -66,6 +66,9 @@ class ShardedUnit final : public ScheduledUnit {
   const Tensor& full_params() const { return full_params_; }
   const Tensor& full_grads() const { return full_grads_; }
   const Tensor& master() const { return master_; }
+  // AdamW's states (undefined where they are offloaded).
+  const Tensor& adam_m() const { return opt_->m(); }
+  const Tensor& adam_v() const { return opt_->v(); }
   const Tensor& grad_shard() const { return grad_shard_; }
 
   // Parameters ([ScheduledUnit]); start_gather materializes the full buffer.
@@ -131,6 +134,9 @@ class ShardedUnit final : public ScheduledUnit {
   // An offloaded master exists here only from full_params_written() until the offload has taken
   // it (release_master()).
   void release_master();
+  // After a checkpoint's shard, master and states were written in: what update() does after
+  // AdamW (the full parameters of stage 0 from the shard; stale kept ones for stages 1-3).
+  void state_loaded();
 
  private:
   void finish_reduce();

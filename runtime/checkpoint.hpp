@@ -1,0 +1,58 @@
+// Checkpoints: every rank's shard of the model states and the run's position, saved so that a
+// killed save never costs the previous checkpoint, and loaded to continue bitwise identically.
+// [Note: checkpoint layout]
+//
+// [Note: checkpoint layout] <dir>/step_<k>/ holds rank<r>.bin per rank and meta.json. A rank file
+// is the regions of [Note: unit state] (runtime/zero/engine.hpp) back to back, unit by unit
+// (param, master where there is one, m, v), raw little-endian. meta.json names the format and
+// version, the model's dimensions, the world size, stage and precision, every unit's layout, the
+// training position (steps, updates, data batches, fp16's loss scaler) and, for every region of
+// every rank file, its offset, length and checksum. A save writes into step_<k>.tmp/ (each rank
+// its file, fsynced), rank 0 then writes meta.json (through a temporary name, fsynced), renames
+// the folder to step_<k> and fsyncs the parent, and only then replaces `latest` (a one-line file
+// naming the folder) by rename. A process killed at any moment leaves `latest` naming a complete
+// checkpoint; leftover .tmp folders are removed by the next save. (A step saved again, by a new
+// run in an old run's folder, is first published as step_<k>.new; see save_checkpoint.) keep_last > 0 removes the
+// lowest-numbered step_<k> folders beyond that many, after `latest` moved on, never the one it
+// names.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "comm/communicator.hpp"
+#include "models/gpt2.hpp"
+#include "runtime/config.hpp"
+#include "runtime/loss_scaler.hpp"
+#include "runtime/zero/engine.hpp"
+
+namespace zt {
+
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The run's position a checkpoint carries besides the states.
+struct TrainPosition {
+  int steps_done = 0;
+  int updates_done = 0;        // AdamW's t and the LR schedule's position
+  int64_t data_batches = 0;    // micro-batches this rank's training loader has handed out
+  LossScaler::State scaler;
+};
+
+// Collective: every rank calls it with the same arguments. Writes <cfg.checkpoint.dir>/step_<step>.
+// CheckpointError naming the path on any failure (a read-only or full folder, ...); the previous
+// checkpoint stays what `latest` names.
+void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
+                     const TrainPosition& pos);
+
+// Collective. `dir` is a checkpoint folder (holding meta.json) or a checkpoint root (holding
+// `latest`). Checks the checkpoint against this run (model, world size, stage, precision) and
+// loads this rank's states into `engine`; returns the position. CheckpointError naming the file
+// and what is wrong (missing, another model or format, a checksum mismatch, a truncated file).
+TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const GPT2& model,
+                              ZeroEngine& engine);
+
+}  // namespace zt

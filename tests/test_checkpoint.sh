@@ -1,0 +1,107 @@
+#!/bin/sh
+# Checkpoints ([Note: checkpoint layout]) under real runs: 20 steps straight equal 10 steps, a
+# stop, and 10 resumed steps, bit for bit (every loss and gradient norm, and the saved model), at
+# np 1-3 across stages, fp32, bf16 and fp16 (the loss scaler's state), and with the states
+# offloaded to NVMe; keep_last keeps that many. A process killed with SIGKILL at any moment of a
+# run that saves every step leaves a checkpoint that loads. Bad checkpoints end with a message
+# naming the problem: none in the folder, `latest` naming a missing folder, a flipped byte (the
+# file and the unit), a truncated file, another format version, another model, another world
+# size, a read-only checkpoint folder (where mount is permitted).
+# usage: test_checkpoint.sh MPIRUN ZTRAIN
+set -u
+mpirun=$1 ztrain=$2
+here=$(dirname "$0")
+. "$here/common.sh"
+mnt="$dir/ro"
+trap 'umount "$mnt" 2>/dev/null; rm -rf "$dir"' EXIT
+
+cat > "$dir/c.json" <<JSON
+{"model": {"n_layer": 4, "n_head": 2, "n_embd": 32, "max_seq_len": 32},
+ "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 32, "shuffle": true},
+ "train": {"steps": 20, "threads": 1, "val_interval": 0},
+ "train_micro_batch_size_per_gpu": 6, "steps_per_print": 1, "gradient_clipping": 0.5,
+ "optimizer": {"params": {"lr": 0.003}},
+ "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 5, "total_num_steps": 20,
+                                                   "warmup_max_lr": 0.003, "warmup_type": "linear"}},
+ "zero_optimization": {"stage3_param_persistence_threshold": 0, "sub_group_size": 3000}}
+JSON
+
+# resumes NAME NP [args]: NAME_full (20 steps) against NAME_a (10 steps, saving at 5 and 10,
+# keeping 1) then NAME_b (--resume, 10 more): the same metrics and final model, bit for bit.
+resumes() {
+  case=$1 np=$2  # (train() sets $name)
+  shift 2
+  ck="$dir/ck_$case"
+  train "${case}_full" "$np" "$@" --set train.save_model="$dir/${case}_full.bin"
+  train "${case}_a" "$np" "$@" --steps 10 --set checkpoint.dir="$ck" --set checkpoint.save_interval=5 \
+    --set checkpoint.keep_last=1
+  train "${case}_b" "$np" "$@" --set checkpoint.dir="$ck" --resume --set train.save_model="$dir/${case}_b.bin"
+  cat "$dir/${case}_a.jsonl" "$dir/${case}_b.jsonl" > "$dir/${case}_ab.jsonl"
+  python3 "$here/compare_metrics.py" "$dir/${case}_full.jsonl" "$dir/${case}_ab.jsonl" --rtol 0 --lines 20 \
+    --keys loss,grad_norm,lr > /dev/null 2>&1 || fail "$case: resumed run differs: $(python3 "$here/compare_metrics.py" \
+    "$dir/${case}_full.jsonl" "$dir/${case}_ab.jsonl" --rtol 0 --lines 20 --keys loss,grad_norm,lr 2>&1)"
+  cmp -s "$dir/${case}_full.bin" "$dir/${case}_b.bin" || fail "$case: resumed run's final model differs"
+  [ "$(ls "$ck")" = "$(printf 'latest\nstep_10')" ] || fail "$case: keep_last 1 left: $(ls "$ck" | tr '\n' ' ')"
+}
+resumes np1_s0 1
+resumes np2_s3 2 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=3
+resumes np3_s1_bf16 3 --set zero_optimization.stage=1 --set train_micro_batch_size_per_gpu=2 --set bf16.enabled=true
+resumes np2_s2_fp16 2 --set zero_optimization.stage=2 --set train_micro_batch_size_per_gpu=3 --set fp16.enabled=true \
+  --set fp16.initial_scale_power=24 --set fp16.hysteresis=1
+resumes np2_s3_offload 2 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=3 --set bf16.enabled=true \
+  --set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path="$dir" \
+  --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path="$dir" \
+  --set zero_optimization.offload_param.max_in_cpu=0
+grep -q '"skipped":true' "$dir/np2_s2_fp16_full.jsonl" || fail "the fp16 run never skipped a step: the scaler's state is untested"
+
+# SIGKILL at several moments of a run that saves every step: the checkpoint `latest` names loads.
+kill_at() {  # kill_at DELAY
+  ck="$dir/ck_kill"
+  # (No `timeout` in front: the kill must reach ztrain itself, not a wrapper that would leave it
+  # running and saving beside the next run.)
+  "$ztrain" train --config "$dir/c.json" --steps 200 --set checkpoint.dir="$ck" \
+    --set checkpoint.save_interval=1 --set checkpoint.keep_last=2 > "$dir/kill.out" 2>&1 &
+  pid=$!
+  sleep "$1"
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  [ -f "$ck/latest" ] || return 0  # killed before the first save completed
+  timeout 60 "$ztrain" train --config "$dir/c.json" --steps 201 --set checkpoint.dir="$ck" --resume \
+    > "$dir/kill_resume.out" 2>&1 || fail "after SIGKILL at ${1}s the checkpoint did not load: $(tail -2 "$dir/kill_resume.out")"
+}
+for delay in 0.5 0.8 1.1 1.37 1.6 2.05; do kill_at "$delay"; done
+[ -f "$dir/ck_kill/latest" ] || fail "no run lived to its first save: the kill test tested nothing"
+
+# expect_error NAME PATTERN [args]: a one-rank run fails, saying PATTERN (grep -F).
+expect_error() {
+  name=$1 pattern=$2
+  shift 2
+  timeout 60 "$ztrain" train --config "$dir/c.json" --steps 12 "$@" > "$dir/$name.out" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -lt 124 ] || fail "$name: expected a failure, exit status $rc"
+  grep -qF "$pattern" "$dir/$name.out" || fail "$name: expected '$pattern' in: $(tail -2 "$dir/$name.out")"
+}
+good="$dir/ck_np1_s0/step_10"
+mkdir -p "$dir/empty"
+expect_error empty "no checkpoint in '$dir/empty'" --resume "$dir/empty"
+mkdir -p "$dir/dangling" && echo step_7 > "$dir/dangling/latest"
+expect_error dangling "cannot read '$dir/dangling/step_7/meta.json'" --resume "$dir/dangling"
+bad() { rm -rf "$dir/bad" && cp -r "$good" "$dir/bad"; }
+bad && printf '\001' | dd of="$dir/bad/rank0.bin" bs=1 seek=5000 conv=notrunc 2>/dev/null
+expect_error flipped "'$dir/bad/rank0.bin': unit " --resume "$dir/bad"
+grep -q "does not match its checksum" "$dir/flipped.out" || fail "flipped: no checksum message: $(tail -1 "$dir/flipped.out")"
+bad && truncate -s 4000 "$dir/bad/rank0.bin"
+expect_error truncated "'$dir/bad/rank0.bin' is truncated" --resume "$dir/bad"
+bad && sed -i 's/"version": 1/"version": 9/' "$dir/bad/meta.json"
+expect_error version "format version 9, this build reads version 1" --resume "$dir/bad"
+expect_error shape "saved from another model shape" --resume "$good" --set model.n_layer=3
+expect_error world "saved at world size 1, stage 0, f32; this run has world size 1, stage 2, f32" --resume "$good" \
+  --set zero_optimization.stage=2
+if mkdir -p "$mnt" && mount -t tmpfs -o ro none "$mnt" 2>/dev/null; then
+  expect_error read_only "checkpoint: cannot create '$mnt/step_5.tmp'" --set checkpoint.dir="$mnt" \
+    --set checkpoint.save_interval=5
+  umount "$mnt"
+else
+  echo "mount not permitted here: the read-only checkpoint folder case is skipped"
+fi
+finish "checkpoint checks passed"

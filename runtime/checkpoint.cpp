@@ -10,10 +10,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
+#include "kernels/cpu/kernels.hpp"
 #include "offload/checksum.hpp"
 
 namespace zt {
@@ -148,6 +151,128 @@ json dims_json(const GPT2Dims& d) {
 
 std::string step_name(int step) { return "step_" + std::to_string(step); }
 
+// Reads a region whole and checks it against its checksum; CheckpointError naming the file, the
+// unit and the region if the file ends inside it or the bytes differ.
+void verify_region(const Fd& f, const std::string& path, uint64_t offset, uint64_t bytes, uint64_t want,
+                   const std::string& unit, const char* region, std::vector<char>& buf) {
+  Checksum c;
+  for (uint64_t at = 0; at < bytes; at += buf.size()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - at));
+    if (!f.read_at(buf.data(), n, offset + at))
+      throw CheckpointError("checkpoint: '" + path + "' is truncated (it ends inside unit " + unit + "'s " + region + ")");
+    c.update(buf.data(), n);
+  }
+  if (bytes && c.value() != want)
+    throw CheckpointError("checkpoint: '" + path + "': unit " + unit + "'s " + region + " does not match its checksum " +
+                          hex(want) + " (the file is corrupt)");
+}
+
+// [Note: resharding] A checkpoint saved at another world size, stage or precision loads by
+// element: a unit's logical elements [0, numel) are the same whatever the padding, and old rank
+// r's regions hold padded elements [r*M, (r+1)*M) (all of [0, M) at stage 0). Each new rank reads,
+// for every region of its own shard, the overlapping pieces of the old rank files straight into
+// place (padding beyond numel is zero), so no rank holds more than its shard. Each old region it
+// reads from is checked against its checksum first, on every rank before the load's collectives.
+// Across precisions the fp32 master is the source: a 16-bit shard is the master rounded, an fp32
+// run's parameters are the master.
+void load_resharded(const std::string& step_dir, const json& meta, const Config& cfg, Communicator& comm,
+                    ZeroEngine& engine) {
+  const int U = static_cast<int>(engine.units().size());
+  const int old_world = meta.at("world_size").get<int>(), old_stage = meta.at("stage").get<int>();
+  const DType old_wire = dtype_from_name(meta.at("precision").get<std::string>());
+  const bool old_mixed = old_wire != DType::f32;
+  const int rank = comm.rank(), new_stage = cfg.zero.stage;
+  struct OldRegion {
+    uint64_t offset = 0, bytes = 0, checksum = 0;
+  };
+  // old[r][u][region]
+  std::vector<std::vector<std::array<OldRegion, kRegions>>> old(static_cast<size_t>(old_world),
+                                                                  std::vector<std::array<OldRegion, kRegions>>(U));
+  std::vector<std::string> files;
+  for (int r = 0; r < old_world; ++r) {
+    const json& f = meta.at("files").at(static_cast<size_t>(r));
+    files.push_back((fs::path(step_dir) / f.at("name").get<std::string>()).string());
+    for (const json& g : f.at("regions")) {
+      const int u = g.at("unit").get<int>();
+      const auto ri = static_cast<size_t>(std::find(kRegionNames, kRegionNames + kRegions, g.at("region").get<std::string>()) - kRegionNames);
+      if (u < 0 || u >= U || ri >= kRegions) throw CheckpointError("checkpoint: '" + step_dir + "/meta.json': a region names no unit of this model");
+      old[size_t(r)][size_t(u)][ri] = {g.at("offset").get<uint64_t>(), g.at("bytes").get<uint64_t>(),
+                                       std::stoull(g.at("checksum").get<std::string>(), nullptr, 16)};
+    }
+  }
+  auto old_M = [&](int u) { return meta.at("units").at(static_cast<size_t>(u)).at("shard").get<int64_t>(); };
+  // Old ranks whose elements overlap [b, e) of unit u, each with its overlap.
+  auto sources = [&](int u, int64_t b, int64_t e, const std::function<void(int, int64_t, int64_t)>& fn) {
+    const int64_t M = old_M(u);
+    if (old_stage == 0) return fn(0, b, e);  // every old rank holds the whole unit; rank 0's file
+    for (int r = static_cast<int>(b / M); r < old_world && int64_t{r} * M < e; ++r)
+      fn(r, std::max(b, int64_t{r} * M), std::min(e, int64_t{r + 1} * M));
+  };
+  // The saved region a new region comes from, and its element type.
+  auto source_region = [&](Region r, DType new_wire) -> std::pair<int, DType> {
+    switch (r) {
+      case Region::param:
+        if (new_wire == old_wire) return {0, old_wire};
+        return {old_mixed ? 1 : 0, DType::f32};  // the master, rounded to new_wire
+      case Region::master: return {old_mixed ? 1 : 0, DType::f32};
+      case Region::m: return {2, DType::f32};
+      default: return {3, DType::f32};
+    }
+  };
+  auto first_element = [&](int u) {  // this rank's first padded element of unit u
+    return new_stage == 0 ? int64_t{0} : int64_t{rank} * engine.units()[u].master_numel();
+  };
+
+  // The old regions this rank reads, checked whole first.
+  agreed(comm, "checking checkpoint " + step_dir, [&] {
+    std::vector<char> buf(1 << 22);
+    for (int u = 0; u < U; ++u) {
+      const int64_t numel = engine.units()[u].numel(), b = first_element(u);
+      const int64_t e = std::min(numel, b + engine.units()[u].master_numel());
+      if (b >= e) continue;
+      sources(u, b, e, [&](int r, int64_t, int64_t) {
+        Fd f(files[size_t(r)], O_RDONLY);
+        for (int ri = 0; ri < kRegions; ++ri) {
+          const OldRegion& g = old[size_t(r)][size_t(u)][size_t(ri)];
+          verify_region(f, files[size_t(r)], g.offset, g.bytes, g.checksum, engine.units()[u].name(), kRegionNames[ri], buf);
+        }
+      });
+    }
+  });
+
+  std::vector<std::unique_ptr<Fd>> fds(static_cast<size_t>(old_world));
+  std::vector<char> bounce;
+  engine.visit_state([&](int u, Region r, int64_t begin, int64_t n, void* data) {
+    const DType new_wire = r == Region::param ? engine.units()[u].param_shard().dtype() : DType::f32;
+    const size_t es = dtype_size(new_wire);
+    const auto [ri, src_type] = source_region(r, new_wire);
+    const size_t ss = dtype_size(src_type);
+    const int64_t numel = engine.units()[u].numel(), b = first_element(u) + begin, e = b + n;
+    // Padding beyond the unit's elements is zero.
+    if (e > numel) std::memset(static_cast<char*>(data) + std::max<int64_t>(0, numel - b) * es, 0,
+                               static_cast<size_t>(e - std::max(b, numel)) * es);
+    if (b >= numel) return;
+    sources(u, b, std::min(e, numel), [&](int sr, int64_t pb, int64_t pe) {
+      auto& fd = fds[size_t(sr)];
+      if (!fd) fd = std::make_unique<Fd>(files[size_t(sr)], O_RDONLY);
+      const int64_t old_first = old_stage == 0 ? 0 : int64_t{sr} * old_M(u);
+      const OldRegion& g = old[size_t(sr)][size_t(u)][size_t(ri)];
+      const uint64_t at = g.offset + static_cast<uint64_t>(pb - old_first) * ss;
+      const size_t count = static_cast<size_t>(pe - pb);
+      char* dst = static_cast<char*>(data) + static_cast<size_t>(pb - b) * es;
+      bool ok;
+      if (src_type == new_wire) {
+        ok = fd->read_at(dst, count * ss, at);
+      } else {
+        bounce.resize(count * ss);
+        ok = fd->read_at(bounce.data(), count * ss, at);
+        if (ok) cpu::cast(dst, new_wire, bounce.data(), src_type, count);
+      }
+      if (!ok) throw CheckpointError("checkpoint: '" + files[size_t(sr)] + "' was truncated while it was loaded");
+    });
+  }, true);
+}
+
 }  // namespace
 
 void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
@@ -280,6 +405,7 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
   std::vector<uint64_t> want;  // this rank's region checksums, [u * kRegions + r]
   std::string file;
   const int U = static_cast<int>(engine.units().size());
+  bool reshard = false;  // saved at another world size, stage or precision
   agreed(comm, "reading checkpoint " + dir, [&] {
     if (!fs::exists(fs::path(dir) / "meta.json")) {
       const std::string latest = (fs::path(dir) / "latest").string();
@@ -308,13 +434,20 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
         throw bad("saved from another model shape (" + meta.at("model").dump() + ", wte_units " +
                   meta.at("wte_units").dump() + ") than this run's (" + dims_json(model.dims()).dump() + ", wte_units " +
                   std::to_string(model.wte_units()) + ")");
-      const int saved_world = meta.at("world_size").get<int>(), saved_stage = meta.at("stage").get<int>();
+      const json& units = meta.at("units");
+      if (units.size() != static_cast<size_t>(U)) throw bad("saved with " + std::to_string(units.size()) + " units, this run has " + std::to_string(U));
+      for (int u = 0; u < U; ++u)
+        if (units[static_cast<size_t>(u)].at("numel").get<int64_t>() != engine.units()[u].numel())
+          throw bad("unit " + engine.units()[u].name() + " holds " + units[static_cast<size_t>(u)].at("numel").dump() +
+                    " parameters in the checkpoint, " + std::to_string(engine.units()[u].numel()) + " in this run");
       const std::string saved_precision = meta.at("precision").get<std::string>();
-      if (saved_world != world || saved_stage != cfg.zero.stage || saved_precision != cfg.precision.dtype)
-        throw bad("saved at world size " + std::to_string(saved_world) + ", stage " + std::to_string(saved_stage) +
-                  ", " + saved_precision + "; this run has world size " + std::to_string(world) + ", stage " +
-                  std::to_string(cfg.zero.stage) + ", " + cfg.precision.dtype +
-                  ": resuming at another world size, stage or precision is not implemented yet");
+      if (saved_precision != "f32" && saved_precision != "bf16" && saved_precision != "f16")
+        throw bad("unknown precision " + meta.at("precision").dump());
+      if (meta.at("world_size").get<int>() != world || meta.at("stage").get<int>() != cfg.zero.stage ||
+          saved_precision != cfg.precision.dtype) {
+        reshard = true;
+        return;
+      }
       lay = layout_of(engine);
       const json& f = meta.at("files").at(static_cast<size_t>(rank));
       file = (fs::path(step_dir) / f.at("name").get<std::string>()).string();
@@ -337,34 +470,29 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
     Fd f(file, O_RDONLY);
     std::vector<char> buf(1 << 22);
     for (int u = 0; u < U; ++u)
-      for (int ri = 0; ri < kRegions; ++ri) {
-        Checksum c;
-        for (uint64_t at = 0; at < lay.bytes[u][ri]; at += buf.size()) {
-          const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), lay.bytes[u][ri] - at));
-          if (!f.read_at(buf.data(), n, lay.offset[u][ri] + at))
-            throw CheckpointError("checkpoint: '" + file + "' is truncated (it ends inside unit " +
-                                  engine.units()[u].name() + "'s " + kRegionNames[ri] + ")");
-          c.update(buf.data(), n);
-        }
-        if (lay.bytes[u][ri] && c.value() != want[static_cast<size_t>(u * kRegions + ri)])
-          throw CheckpointError("checkpoint: '" + file + "': unit " + engine.units()[u].name() + "'s " +
-                                kRegionNames[ri] + " does not match its checksum " +
-                                hex(want[static_cast<size_t>(u * kRegions + ri)]) + " (the file is corrupt)");
-      }
+      for (int ri = 0; ri < kRegions; ++ri)
+        verify_region(f, file, lay.offset[u][ri], lay.bytes[u][ri], want[static_cast<size_t>(u * kRegions + ri)],
+                      engine.units()[u].name(), kRegionNames[ri], buf);
   });
 
-  Fd f(file, O_RDONLY);
-  engine.visit_state([&](int u, Region r, int64_t begin, int64_t n, void* data) {
-    const size_t es = element_size(engine, u, r);
-    if (!f.read_at(data, static_cast<size_t>(n) * es, lay.offset[u][static_cast<int>(r)] + static_cast<uint64_t>(begin) * es))
-      throw CheckpointError("checkpoint: '" + file + "' was truncated while it was loaded");
-  }, true);
+  if (reshard) {
+    load_resharded(step_dir, meta, cfg, comm, engine);
+  } else {
+    Fd f(file, O_RDONLY);
+    engine.visit_state([&](int u, Region r, int64_t begin, int64_t n, void* data) {
+      const size_t es = element_size(engine, u, r);
+      if (!f.read_at(data, static_cast<size_t>(n) * es, lay.offset[u][static_cast<int>(r)] + static_cast<uint64_t>(begin) * es))
+        throw CheckpointError("checkpoint: '" + file + "' was truncated while it was loaded");
+    }, true);
+  }
 
   const json& p = meta.at("position");
   TrainPosition pos;
   pos.steps_done = p.at("steps_done").get<int>();
   pos.updates_done = p.at("updates_done").get<int>();
-  pos.data_batches = p.at("data_batches").get<int64_t>();
+  // At another world size a rank's micro-batches are counted anew: the global batch is the same,
+  // so every step took grad_accum of them.
+  pos.data_batches = reshard ? static_cast<int64_t>(pos.steps_done) * cfg.grad_accum : p.at("data_batches").get<int64_t>();
   pos.scaler.scale = p.at("loss_scale").get<double>();
   pos.scaler.hysteresis_left = p.at("hysteresis_left").get<int>();
   pos.scaler.iter = p.at("scaler_iter").get<long>();

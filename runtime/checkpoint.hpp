@@ -49,8 +49,9 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
                      const TrainPosition& pos);
 
 // Collective. `dir` is a checkpoint folder (holding meta.json) or a checkpoint root (holding
-// `latest`). Checks the checkpoint against this run (model, world size, stage, precision) and
-// loads this rank's states into `engine`; returns the position. CheckpointError naming the file
+// `latest`). Checks the checkpoint against this run's model and loads this rank's states into
+// `engine`, resharded where it was saved at another world size, stage or precision ([Note:
+// resharding] in checkpoint.cpp); returns the position. CheckpointError naming the file
 // and what is wrong (missing, another model or format, a checksum mismatch, a truncated file).
 TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const GPT2& model,
                               ZeroEngine& engine);

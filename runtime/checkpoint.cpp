@@ -21,32 +21,23 @@
 
 namespace zt {
 
-namespace {
-
 namespace fs = std::filesystem;
-using nlohmann::json;
-using Region = ZeroEngine::StateRegion;
-
-constexpr const char* kFormat = "ztrain-checkpoint";
-constexpr int kVersion = 1;
-constexpr int kRegions = 4;
-constexpr const char* kRegionNames[kRegions] = {"param", "master", "m", "v"};
 
 [[noreturn]] void fail_errno(const std::string& what, const std::string& path) {
   throw CheckpointError("checkpoint: " + what + " '" + path + "': " + std::strerror(errno));
 }
 
-// A file descriptor that closes itself.
-class Fd {
+// A file descriptor that closes itself (SavedCheckpoint keeps some open).
+class CheckpointFile {
  public:
-  Fd(const std::string& path, int flags) : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, 0644)) {
+  CheckpointFile(const std::string& path, int flags) : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, 0644)) {
     if (fd_ < 0) fail_errno((flags & O_CREAT) ? "cannot create" : "cannot open", path);
   }
-  ~Fd() {
+  ~CheckpointFile() {
     if (fd_ >= 0) ::close(fd_);
   }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
+  CheckpointFile(const CheckpointFile&) = delete;
+  CheckpointFile& operator=(const CheckpointFile&) = delete;
   void write_at(const void* p, size_t n, uint64_t off) const {
     const auto* b = static_cast<const char*>(p);
     while (n > 0) {
@@ -76,6 +67,18 @@ class Fd {
   std::string path_;
   int fd_;
 };
+
+using Fd = CheckpointFile;
+
+namespace {
+
+using nlohmann::json;
+using Region = ZeroEngine::StateRegion;
+
+constexpr const char* kFormat = "ztrain-checkpoint";
+constexpr int kVersion = 1;
+constexpr int kRegions = 4;
+constexpr const char* kRegionNames[kRegions] = {"param", "master", "m", "v"};
 
 void sync_dir(const std::string& dir) { Fd(dir, O_RDONLY | O_DIRECTORY).sync(); }
 
@@ -165,112 +168,6 @@ void verify_region(const Fd& f, const std::string& path, uint64_t offset, uint64
   if (bytes && c.value() != want)
     throw CheckpointError("checkpoint: '" + path + "': unit " + unit + "'s " + region + " does not match its checksum " +
                           hex(want) + " (the file is corrupt)");
-}
-
-// [Note: resharding] A checkpoint saved at another world size, stage or precision loads by
-// element: a unit's logical elements [0, numel) are the same whatever the padding, and old rank
-// r's regions hold padded elements [r*M, (r+1)*M) (all of [0, M) at stage 0). Each new rank reads,
-// for every region of its own shard, the overlapping pieces of the old rank files straight into
-// place (padding beyond numel is zero), so no rank holds more than its shard. Each old region it
-// reads from is checked against its checksum first, on every rank before the load's collectives.
-// Across precisions the fp32 master is the source: a 16-bit shard is the master rounded, an fp32
-// run's parameters are the master.
-void load_resharded(const std::string& step_dir, const json& meta, const Config& cfg, Communicator& comm,
-                    ZeroEngine& engine) {
-  const int U = static_cast<int>(engine.units().size());
-  const int old_world = meta.at("world_size").get<int>(), old_stage = meta.at("stage").get<int>();
-  const DType old_wire = dtype_from_name(meta.at("precision").get<std::string>());
-  const bool old_mixed = old_wire != DType::f32;
-  const int rank = comm.rank(), new_stage = cfg.zero.stage;
-  struct OldRegion {
-    uint64_t offset = 0, bytes = 0, checksum = 0;
-  };
-  // old[r][u][region]
-  std::vector<std::vector<std::array<OldRegion, kRegions>>> old(static_cast<size_t>(old_world),
-                                                                  std::vector<std::array<OldRegion, kRegions>>(U));
-  std::vector<std::string> files;
-  for (int r = 0; r < old_world; ++r) {
-    const json& f = meta.at("files").at(static_cast<size_t>(r));
-    files.push_back((fs::path(step_dir) / f.at("name").get<std::string>()).string());
-    for (const json& g : f.at("regions")) {
-      const int u = g.at("unit").get<int>();
-      const auto ri = static_cast<size_t>(std::find(kRegionNames, kRegionNames + kRegions, g.at("region").get<std::string>()) - kRegionNames);
-      if (u < 0 || u >= U || ri >= kRegions) throw CheckpointError("checkpoint: '" + step_dir + "/meta.json': a region names no unit of this model");
-      old[size_t(r)][size_t(u)][ri] = {g.at("offset").get<uint64_t>(), g.at("bytes").get<uint64_t>(),
-                                       std::stoull(g.at("checksum").get<std::string>(), nullptr, 16)};
-    }
-  }
-  auto old_M = [&](int u) { return meta.at("units").at(static_cast<size_t>(u)).at("shard").get<int64_t>(); };
-  // Old ranks whose elements overlap [b, e) of unit u, each with its overlap.
-  auto sources = [&](int u, int64_t b, int64_t e, const std::function<void(int, int64_t, int64_t)>& fn) {
-    const int64_t M = old_M(u);
-    if (old_stage == 0) return fn(0, b, e);  // every old rank holds the whole unit; rank 0's file
-    for (int r = static_cast<int>(b / M); r < old_world && int64_t{r} * M < e; ++r)
-      fn(r, std::max(b, int64_t{r} * M), std::min(e, int64_t{r + 1} * M));
-  };
-  // The saved region a new region comes from, and its element type.
-  auto source_region = [&](Region r, DType new_wire) -> std::pair<int, DType> {
-    switch (r) {
-      case Region::param:
-        if (new_wire == old_wire) return {0, old_wire};
-        return {old_mixed ? 1 : 0, DType::f32};  // the master, rounded to new_wire
-      case Region::master: return {old_mixed ? 1 : 0, DType::f32};
-      case Region::m: return {2, DType::f32};
-      default: return {3, DType::f32};
-    }
-  };
-  auto first_element = [&](int u) {  // this rank's first padded element of unit u
-    return new_stage == 0 ? int64_t{0} : int64_t{rank} * engine.units()[u].master_numel();
-  };
-
-  // The old regions this rank reads, checked whole first.
-  agreed(comm, "checking checkpoint " + step_dir, [&] {
-    std::vector<char> buf(1 << 22);
-    for (int u = 0; u < U; ++u) {
-      const int64_t numel = engine.units()[u].numel(), b = first_element(u);
-      const int64_t e = std::min(numel, b + engine.units()[u].master_numel());
-      if (b >= e) continue;
-      sources(u, b, e, [&](int r, int64_t, int64_t) {
-        Fd f(files[size_t(r)], O_RDONLY);
-        for (int ri = 0; ri < kRegions; ++ri) {
-          const OldRegion& g = old[size_t(r)][size_t(u)][size_t(ri)];
-          verify_region(f, files[size_t(r)], g.offset, g.bytes, g.checksum, engine.units()[u].name(), kRegionNames[ri], buf);
-        }
-      });
-    }
-  });
-
-  std::vector<std::unique_ptr<Fd>> fds(static_cast<size_t>(old_world));
-  std::vector<char> bounce;
-  engine.visit_state([&](int u, Region r, int64_t begin, int64_t n, void* data) {
-    const DType new_wire = r == Region::param ? engine.units()[u].param_shard().dtype() : DType::f32;
-    const size_t es = dtype_size(new_wire);
-    const auto [ri, src_type] = source_region(r, new_wire);
-    const size_t ss = dtype_size(src_type);
-    const int64_t numel = engine.units()[u].numel(), b = first_element(u) + begin, e = b + n;
-    // Padding beyond the unit's elements is zero.
-    if (e > numel) std::memset(static_cast<char*>(data) + std::max<int64_t>(0, numel - b) * es, 0,
-                               static_cast<size_t>(e - std::max(b, numel)) * es);
-    if (b >= numel) return;
-    sources(u, b, std::min(e, numel), [&](int sr, int64_t pb, int64_t pe) {
-      auto& fd = fds[size_t(sr)];
-      if (!fd) fd = std::make_unique<Fd>(files[size_t(sr)], O_RDONLY);
-      const int64_t old_first = old_stage == 0 ? 0 : int64_t{sr} * old_M(u);
-      const OldRegion& g = old[size_t(sr)][size_t(u)][size_t(ri)];
-      const uint64_t at = g.offset + static_cast<uint64_t>(pb - old_first) * ss;
-      const size_t count = static_cast<size_t>(pe - pb);
-      char* dst = static_cast<char*>(data) + static_cast<size_t>(pb - b) * es;
-      bool ok;
-      if (src_type == new_wire) {
-        ok = fd->read_at(dst, count * ss, at);
-      } else {
-        bounce.resize(count * ss);
-        ok = fd->read_at(bounce.data(), count * ss, at);
-        if (ok) cpu::cast(dst, new_wire, bounce.data(), src_type, count);
-      }
-      if (!ok) throw CheckpointError("checkpoint: '" + files[size_t(sr)] + "' was truncated while it was loaded");
-    });
-  }, true);
 }
 
 }  // namespace
@@ -396,103 +293,189 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
   });
 }
 
+// ---- Reading ------------------------------------------------------------------------------------
+
+using nlohmann::json;
+
+struct SavedCheckpoint::Region {
+  uint64_t offset = 0, bytes = 0, checksum = 0;
+};
+
+SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
+  if (!fs::exists(fs::path(dir) / "meta.json")) {
+    const std::string latest = (fs::path(dir) / "latest").string();
+    std::ifstream in(latest);
+    std::string name;
+    if (!in || !std::getline(in, name) || name.empty())
+      throw CheckpointError("checkpoint: no checkpoint in '" + dir + "' (neither meta.json nor a 'latest' file)");
+    folder_ = (fs::path(dir) / name).string();
+    // A save of a step saved before was killed between its two renames ([Note: checkpoint layout]).
+    if (!fs::exists(folder_) && name.size() > 4 && name.ends_with(".new"))
+      folder_ = (fs::path(dir) / name.substr(0, name.size() - 4)).string();
+  }
+  meta_path_ = (fs::path(folder_) / "meta.json").string();
+  std::ifstream in(meta_path_);
+  if (!in) throw CheckpointError("checkpoint: cannot read '" + meta_path_ + "': " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  meta_ = json::parse(text.str(), nullptr, false);
+  if (meta_.is_discarded() || !meta_.is_object()) throw CheckpointError("checkpoint: '" + meta_path_ + "' is not valid JSON");
+  try {
+    if (meta_.value("format", "") != kFormat) throw bad("not a ztrain checkpoint (format is not \"ztrain-checkpoint\")");
+    if (meta_.at("version").get<int>() != kVersion)
+      throw bad("format version " + meta_.at("version").dump() + ", this build reads version " + std::to_string(kVersion));
+    const json& m = meta_.at("model");
+    dims_ = GPT2Dims{m.at("max_seq_len").get<int>(), m.at("vocab_size").get<int>(), m.at("padded_vocab_size").get<int>(),
+                     m.at("n_layer").get<int>(), m.at("n_head").get<int>(), m.at("n_embd").get<int>()};
+    wte_units_ = meta_.at("wte_units").get<int>();
+    world_ = meta_.at("world_size").get<int>();
+    stage_ = meta_.at("stage").get<int>();
+    const std::string precision = meta_.at("precision").get<std::string>();
+    if (precision != "f32" && precision != "bf16" && precision != "f16") throw bad("unknown precision \"" + precision + "\"");
+    wire_ = dtype_from_name(precision);
+    if (world_ < 1 || stage_ < 0 || stage_ > 3) throw bad("impossible world size or stage");
+    for (const json& u : meta_.at("units")) {
+      numel_.push_back(u.at("numel").get<int64_t>());
+      shard_.push_back(u.at("shard").get<int64_t>());
+      names_.push_back(u.at("name").get<std::string>());
+      if (numel_.back() < 0 || shard_.back() < 0 || (stage_ == 0 ? shard_.back() < numel_.back()
+                                                                  : shard_.back() * world_ < numel_.back()))
+        throw bad("unit " + names_.back() + "'s shard does not cover it");
+    }
+    const size_t U = numel_.size();
+    const json& files = meta_.at("files");
+    if (files.size() != static_cast<size_t>(world_)) throw bad("lists " + std::to_string(files.size()) + " rank files for world size " + std::to_string(world_));
+    for (const json& f : files) {
+      files_.push_back((fs::path(folder_) / f.at("name").get<std::string>()).string());
+      regions_.emplace_back(U);
+      for (const json& g : f.at("regions")) {
+        const int u = g.at("unit").get<int>();
+        const auto ri = static_cast<size_t>(std::find(kRegionNames, kRegionNames + kRegions, g.at("region").get<std::string>()) - kRegionNames);
+        if (u < 0 || static_cast<size_t>(u) >= U || ri >= kRegions) throw bad("a region names no unit or region");
+        const uint64_t esize = ri == 0 ? dtype_size(wire_) : sizeof(float);
+        Region r{g.at("offset").get<uint64_t>(), g.at("bytes").get<uint64_t>(),
+                 std::stoull(g.at("checksum").get<std::string>(), nullptr, 16)};
+        if (r.bytes != static_cast<uint64_t>(shard_[size_t(u)]) * esize) throw bad("a region's length does not match its unit's shard");
+        regions_.back()[size_t(u)][ri] = r;
+      }
+    }
+  } catch (const json::exception& e) {
+    throw bad(std::string("malformed metadata: ") + e.what());
+  } catch (const std::invalid_argument&) {
+    throw bad("malformed checksum");
+  } catch (const std::out_of_range&) {
+    throw bad("malformed checksum");
+  }
+}
+
+SavedCheckpoint::~SavedCheckpoint() = default;
+
+CheckpointError SavedCheckpoint::bad(const std::string& what) const {
+  return CheckpointError("checkpoint: '" + meta_path_ + "': " + what);
+}
+
+void SavedCheckpoint::pieces(int u, int64_t b, int64_t e, const std::function<void(int, int64_t, int64_t)>& fn) const {
+  const int64_t M = shard_.at(size_t(u));
+  if (stage_ == 0) return fn(0, b, e);  // every rank holds the whole unit: rank 0's file
+  for (int r = static_cast<int>(b / M); r < world_ && int64_t{r} * M < e; ++r)
+    fn(r, std::max(b, int64_t{r} * M), std::min(e, int64_t{r + 1} * M));
+}
+
+void SavedCheckpoint::verify(int u, int64_t b, int64_t e) {
+  if (b >= e) return;
+  std::vector<char> buf(1 << 22);
+  pieces(u, b, e, [&](int r, int64_t, int64_t) {
+    Fd f(files_[size_t(r)], O_RDONLY);
+    for (int ri = 0; ri < kRegions; ++ri) {
+      const Region& g = regions_[size_t(r)][size_t(u)][size_t(ri)];
+      verify_region(f, files_[size_t(r)], g.offset, g.bytes, g.checksum, names_[size_t(u)], kRegionNames[ri], buf);
+    }
+  });
+}
+
+void SavedCheckpoint::read(int u, int region, int64_t b, int64_t e, void* dst, DType type) {
+  const DType stored = region == 0 ? wire_ : DType::f32;
+  const size_t ss = dtype_size(stored), ds = dtype_size(type);
+  if (fds_.empty()) fds_.resize(files_.size());
+  pieces(u, b, e, [&](int r, int64_t pb, int64_t pe) {
+    auto& fd = fds_[size_t(r)];
+    if (!fd) fd = std::make_unique<Fd>(files_[size_t(r)], O_RDONLY);
+    const int64_t first = stage_ == 0 ? 0 : int64_t{r} * shard_[size_t(u)];
+    const Region& g = regions_[size_t(r)][size_t(u)][size_t(region)];
+    const uint64_t at = g.offset + static_cast<uint64_t>(pb - first) * ss;
+    const size_t count = static_cast<size_t>(pe - pb);
+    char* out = static_cast<char*>(dst) + static_cast<size_t>(pb - b) * ds;
+    bool ok;
+    if (stored == type) {
+      ok = fd->read_at(out, count * ss, at);
+    } else {
+      bounce_.resize(count * ss);
+      ok = fd->read_at(bounce_.data(), count * ss, at);
+      if (ok) cpu::cast(out, type, bounce_.data(), stored, count);
+    }
+    if (!ok) throw CheckpointError("checkpoint: '" + files_[size_t(r)] + "' was truncated while it was read");
+  });
+}
+
+void SavedCheckpoint::read_master(int u, int64_t b, int64_t e, float* dst) {
+  read(u, wire_ == DType::f32 ? 0 : 1, b, e, dst, DType::f32);
+}
+
 TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const GPT2& model,
                               ZeroEngine& engine) {
-  const int rank = comm.rank(), world = comm.size();
-  std::string step_dir = dir;
-  json meta;
-  Layout lay;
-  std::vector<uint64_t> want;  // this rank's region checksums, [u * kRegions + r]
-  std::string file;
+  const int rank = comm.rank();
   const int U = static_cast<int>(engine.units().size());
-  bool reshard = false;  // saved at another world size, stage or precision
+  std::unique_ptr<SavedCheckpoint> saved;
+  // This rank's first padded element of unit u in the new layout.
+  auto first_element = [&](int u) {
+    return cfg.zero.stage == 0 ? int64_t{0} : int64_t{rank} * engine.units()[u].master_numel();
+  };
+  // Everything checked on every rank before the load's collectives: the model, and every region
+  // this rank will read against its checksum.
   agreed(comm, "reading checkpoint " + dir, [&] {
-    if (!fs::exists(fs::path(dir) / "meta.json")) {
-      const std::string latest = (fs::path(dir) / "latest").string();
-      std::ifstream in(latest);
-      std::string name;
-      if (!in || !std::getline(in, name) || name.empty())
-        throw CheckpointError("checkpoint: no checkpoint in '" + dir + "' (neither meta.json nor a 'latest' file)");
-      step_dir = (fs::path(dir) / name).string();
-      // A save of a step saved before was killed between its two renames ([Note: checkpoint layout]).
-      if (!fs::exists(step_dir) && name.size() > 4 && name.ends_with(".new"))
-        step_dir = (fs::path(dir) / name.substr(0, name.size() - 4)).string();
+    saved = std::make_unique<SavedCheckpoint>(dir);
+    if (!(saved->dims() == model.dims()) || saved->wte_units() != model.wte_units())
+      throw saved->bad("saved from another model shape (" + dims_str(saved->dims()) + ", wte_units " +
+                       std::to_string(saved->wte_units()) + ") than this run's (" + dims_str(model.dims()) +
+                       ", wte_units " + std::to_string(model.wte_units()) + ")");
+    if (saved->units() != U) throw saved->bad("saved with " + std::to_string(saved->units()) + " units, this run has " + std::to_string(U));
+    for (int u = 0; u < U; ++u) {
+      const int64_t b = first_element(u);
+      saved->verify(u, b, std::min(engine.units()[u].numel(), b + engine.units()[u].master_numel()));
     }
-    const std::string meta_path = (fs::path(step_dir) / "meta.json").string();
-    std::ifstream in(meta_path);
-    if (!in) throw CheckpointError("checkpoint: cannot read '" + meta_path + "': " + std::strerror(errno));
-    std::stringstream text;
-    text << in.rdbuf();
-    meta = json::parse(text.str(), nullptr, false);
-    if (meta.is_discarded() || !meta.is_object()) throw CheckpointError("checkpoint: '" + meta_path + "' is not valid JSON");
-    auto bad = [&](const std::string& what) { return CheckpointError("checkpoint: '" + meta_path + "': " + what); };
-    try {
-      if (meta.value("format", "") != kFormat) throw bad("not a ztrain checkpoint (format is not \"ztrain-checkpoint\")");
-      if (meta.at("version").get<int>() != kVersion)
-        throw bad("format version " + meta.at("version").dump() + ", this build reads version " + std::to_string(kVersion));
-      if (meta.at("model") != dims_json(model.dims()) || meta.at("wte_units").get<int>() != model.wte_units())
-        throw bad("saved from another model shape (" + meta.at("model").dump() + ", wte_units " +
-                  meta.at("wte_units").dump() + ") than this run's (" + dims_json(model.dims()).dump() + ", wte_units " +
-                  std::to_string(model.wte_units()) + ")");
-      const json& units = meta.at("units");
-      if (units.size() != static_cast<size_t>(U)) throw bad("saved with " + std::to_string(units.size()) + " units, this run has " + std::to_string(U));
-      for (int u = 0; u < U; ++u)
-        if (units[static_cast<size_t>(u)].at("numel").get<int64_t>() != engine.units()[u].numel())
-          throw bad("unit " + engine.units()[u].name() + " holds " + units[static_cast<size_t>(u)].at("numel").dump() +
-                    " parameters in the checkpoint, " + std::to_string(engine.units()[u].numel()) + " in this run");
-      const std::string saved_precision = meta.at("precision").get<std::string>();
-      if (saved_precision != "f32" && saved_precision != "bf16" && saved_precision != "f16")
-        throw bad("unknown precision " + meta.at("precision").dump());
-      if (meta.at("world_size").get<int>() != world || meta.at("stage").get<int>() != cfg.zero.stage ||
-          saved_precision != cfg.precision.dtype) {
-        reshard = true;
-        return;
-      }
-      lay = layout_of(engine);
-      const json& f = meta.at("files").at(static_cast<size_t>(rank));
-      file = (fs::path(step_dir) / f.at("name").get<std::string>()).string();
-      if (f.at("bytes").get<uint64_t>() != lay.total) throw bad("rank " + std::to_string(rank) + "'s file layout differs");
-      want.assign(static_cast<size_t>(U) * kRegions, 0);
-      for (const json& r : f.at("regions")) {
-        const int u = r.at("unit").get<int>();
-        const std::string rn = r.at("region").get<std::string>();
-        const int ri = static_cast<int>(std::find(kRegionNames, kRegionNames + kRegions, rn) - kRegionNames);
-        if (u < 0 || u >= U || ri >= kRegions || r.at("offset").get<uint64_t>() != lay.offset[u][ri] ||
-            r.at("bytes").get<uint64_t>() != lay.bytes[u][ri])
-          throw bad("rank " + std::to_string(rank) + "'s region list does not match this model's units");
-        want[static_cast<size_t>(u * kRegions + ri)] = std::stoull(r.at("checksum").get<std::string>(), nullptr, 16);
-      }
-    } catch (const json::exception& e) {
-      throw bad(std::string("malformed metadata: ") + e.what());
-    }
-    // Every region's checksum before anything is loaded, so a bad file fails the same on every rank
-    // and before the load's collectives.
-    Fd f(file, O_RDONLY);
-    std::vector<char> buf(1 << 22);
-    for (int u = 0; u < U; ++u)
-      for (int ri = 0; ri < kRegions; ++ri)
-        verify_region(f, file, lay.offset[u][ri], lay.bytes[u][ri], want[static_cast<size_t>(u * kRegions + ri)],
-                      engine.units()[u].name(), kRegionNames[ri], buf);
   });
 
-  if (reshard) {
-    load_resharded(step_dir, meta, cfg, comm, engine);
-  } else {
-    Fd f(file, O_RDONLY);
-    engine.visit_state([&](int u, Region r, int64_t begin, int64_t n, void* data) {
-      const size_t es = element_size(engine, u, r);
-      if (!f.read_at(data, static_cast<size_t>(n) * es, lay.offset[u][static_cast<int>(r)] + static_cast<uint64_t>(begin) * es))
-        throw CheckpointError("checkpoint: '" + file + "' was truncated while it was loaded");
-    }, true);
-  }
+  // [Note: resharding]: each region of this rank's shard from the pieces of the saved rank files
+  // that hold it, straight into place; padding beyond the unit's elements is zero. At the same
+  // world size, stage and precision that is this rank's own file, region by region.
+  const DType saved_wire = saved->wire();
+  engine.visit_state([&](int u, Region r, int64_t begin, int64_t n, void* data) {
+    const DType type = r == Region::param ? engine.units()[u].param_shard().dtype() : DType::f32;
+    const size_t es = dtype_size(type);
+    const int64_t numel = engine.units()[u].numel(), b = first_element(u) + begin, e = b + n;
+    if (e > numel)
+      std::memset(static_cast<char*>(data) + std::max<int64_t>(0, numel - b) * es, 0,
+                  static_cast<size_t>(e - std::max(b, numel)) * es);
+    if (b >= numel) return;
+    const int64_t end = std::min(e, numel);
+    switch (r) {
+      case Region::param:  // the shard as saved, or the master rounded to this run's wire dtype
+        if (type == saved_wire) saved->read(u, 0, b, end, data, type);
+        else saved->read(u, saved_wire == DType::f32 ? 0 : 1, b, end, data, type);
+        break;
+      case Region::master: saved->read_master(u, b, end, static_cast<float*>(data)); break;
+      case Region::m: saved->read(u, 2, b, end, data, DType::f32); break;
+      case Region::v: saved->read(u, 3, b, end, data, DType::f32); break;
+    }
+  }, true);
 
-  const json& p = meta.at("position");
+  const json& p = saved->meta().at("position");
   TrainPosition pos;
   pos.steps_done = p.at("steps_done").get<int>();
   pos.updates_done = p.at("updates_done").get<int>();
-  // At another world size a rank's micro-batches are counted anew: the global batch is the same,
-  // so every step took grad_accum of them.
-  pos.data_batches = reshard ? static_cast<int64_t>(pos.steps_done) * cfg.grad_accum : p.at("data_batches").get<int64_t>();
+  // Every step took grad_accum micro-batches on each rank, at any world size (the global batch is
+  // the same).
+  pos.data_batches = static_cast<int64_t>(pos.steps_done) * cfg.grad_accum;
   pos.scaler.scale = p.at("loss_scale").get<double>();
   pos.scaler.hysteresis_left = p.at("hysteresis_left").get<int>();
   pos.scaler.iter = p.at("scaler_iter").get<long>();

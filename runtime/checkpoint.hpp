@@ -17,7 +17,12 @@
 // names.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
 #include <stdexcept>
 #include <string>
 
@@ -47,6 +52,55 @@ struct TrainPosition {
 // checkpoint stays what `latest` names.
 void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
                      const TrainPosition& pos);
+
+// A checkpoint on disk, read unit by unit whatever world size, stage and precision it was saved
+// at ([Note: resharding] in checkpoint.cpp). Regions: 0 param (stored in the saved wire dtype),
+// 1 master (16-bit runs), 2 m, 3 v (f32).
+class CheckpointFile;
+class SavedCheckpoint {
+ public:
+  // `dir`: a checkpoint folder (holding meta.json) or root (its `latest`). Reads and checks
+  // meta.json: format, version, dimensions, every rank file's regions. CheckpointError naming the
+  // file otherwise.
+  explicit SavedCheckpoint(const std::string& dir);
+  ~SavedCheckpoint();
+
+  const std::string& folder() const { return folder_; }
+  const nlohmann::json& meta() const { return meta_; }
+  const GPT2Dims& dims() const { return dims_; }
+  int wte_units() const { return wte_units_; }
+  int world_size() const { return world_; }
+  int stage() const { return stage_; }
+  DType wire() const { return wire_; }
+  int units() const { return static_cast<int>(numel_.size()); }
+  int64_t numel(int u) const { return numel_.at(static_cast<size_t>(u)); }
+
+  // Checks every region of unit u in the rank files holding its elements [b, e) against its
+  // checksum (reading them whole).
+  void verify(int u, int64_t b, int64_t e);
+  // Elements [b, e) (within numel) of region `region` of unit u, converted to `type`, into dst.
+  void read(int u, int region, int64_t b, int64_t e, void* dst, DType type);
+  // The fp32 master of elements [b, e): region 1 of 16-bit runs, the parameters of fp32 ones.
+  void read_master(int u, int64_t b, int64_t e, float* dst);
+  // A CheckpointError about meta.json.
+  CheckpointError bad(const std::string& what) const;
+
+ private:
+  struct Region;
+  // Calls fn(rank, b', e') for each saved rank file holding part [b', e') of [b, e).
+  void pieces(int u, int64_t b, int64_t e, const std::function<void(int, int64_t, int64_t)>& fn) const;
+
+  std::string folder_, meta_path_;
+  nlohmann::json meta_;
+  GPT2Dims dims_{};
+  int wte_units_ = 0, world_ = 0, stage_ = 0;
+  DType wire_ = DType::f32;
+  std::vector<int64_t> numel_, shard_;
+  std::vector<std::string> names_, files_;
+  std::vector<std::vector<std::array<Region, 4>>> regions_;  // [rank][unit][region]
+  std::vector<std::unique_ptr<CheckpointFile>> fds_;
+  std::vector<char> bounce_;
+};
 
 // Collective. `dir` is a checkpoint folder (holding meta.json) or a checkpoint root (holding
 // `latest`). Checks the checkpoint against this run's model and loads this rank's states into

@@ -1,5 +1,8 @@
 #include "runtime/checkpoint.hpp"
 
+#include "runtime/export.hpp"
+#include "runtime/file_io.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +11,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -23,51 +27,6 @@ namespace zt {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void fail_errno(const std::string& what, const std::string& path) {
-  throw CheckpointError("checkpoint: " + what + " '" + path + "': " + std::strerror(errno));
-}
-
-// A file descriptor that closes itself (SavedCheckpoint keeps some open).
-class CheckpointFile {
- public:
-  CheckpointFile(const std::string& path, int flags) : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, 0644)) {
-    if (fd_ < 0) fail_errno((flags & O_CREAT) ? "cannot create" : "cannot open", path);
-  }
-  ~CheckpointFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  CheckpointFile(const CheckpointFile&) = delete;
-  CheckpointFile& operator=(const CheckpointFile&) = delete;
-  void write_at(const void* p, size_t n, uint64_t off) const {
-    const auto* b = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t w = ::pwrite(fd_, b, n, static_cast<off_t>(off));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) fail_errno("cannot write", path_);
-      b += w, n -= static_cast<size_t>(w), off += static_cast<uint64_t>(w);
-    }
-  }
-  // Reads n bytes at off; false at the end of the file before n bytes.
-  bool read_at(void* p, size_t n, uint64_t off) const {
-    auto* b = static_cast<char*>(p);
-    while (n > 0) {
-      const ssize_t r = ::pread(fd_, b, n, static_cast<off_t>(off));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) fail_errno("cannot read", path_);
-      if (r == 0) return false;
-      b += r, n -= static_cast<size_t>(r), off += static_cast<uint64_t>(r);
-    }
-    return true;
-  }
-  void sync() const {
-    if (::fsync(fd_) != 0) fail_errno("cannot fsync", path_);
-  }
-
- private:
-  std::string path_;
-  int fd_;
-};
-
 using Fd = CheckpointFile;
 
 namespace {
@@ -79,19 +38,6 @@ constexpr const char* kFormat = "ztrain-checkpoint";
 constexpr int kVersion = 1;
 constexpr int kRegions = 4;
 constexpr const char* kRegionNames[kRegions] = {"param", "master", "m", "v"};
-
-void sync_dir(const std::string& dir) { Fd(dir, O_RDONLY | O_DIRECTORY).sync(); }
-
-// Writes `text` to `path` through path + ".tmp", fsynced, renamed over it.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    Fd f(tmp, O_WRONLY | O_CREAT | O_TRUNC);
-    f.write_at(text.data(), text.size(), 0);
-    f.sync();
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail_errno("cannot rename into", path);
-}
 
 std::string hex(uint64_t v) {
   char b[17];
@@ -213,6 +159,31 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
   }
   if (world > 1) comm.all_gather(mine, all);
   else std::memcpy(all.raw(), mine.raw(), mine.nbytes());
+
+  // stage3_gather_16bit_weights_on_model_save: the whole model in the wire dtype, a unit at a
+  // time, written by rank 0 ([Note: export formats]).
+  if (cfg.zero.gather_16bit_on_save) {
+    agreed(comm, "writing the 16-bit model in " + tmp, [&] {
+      // Rank 0's write errors wait for the end of the gathers, which every rank must join.
+      std::unique_ptr<ModelWriter> writer;
+      std::exception_ptr error;
+      auto guarded = [&](const std::function<void()>& f) {
+        if (rank != 0 || error) return;
+        try {
+          f();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      };
+      guarded([&] {
+        writer = make_model_writer("safetensors", (fs::path(tmp) / "model.safetensors").string(), model,
+                                   dtype_from_name(cfg.precision.dtype));
+      });
+      engine.for_each_full_unit([&](int u) { guarded([&] { writer->write_unit(u, engine.units()[u].param_view().data<float>()); }); });
+      guarded([&] { writer->finish(); });
+      if (error) std::rethrow_exception(error);
+    });
+  }
 
   agreed(comm, "publishing " + tmp, [&] {
     if (rank != 0) return;

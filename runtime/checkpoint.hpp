@@ -29,15 +29,12 @@
 #include "comm/communicator.hpp"
 #include "models/gpt2.hpp"
 #include "runtime/config.hpp"
+#include "runtime/file_io.hpp"
 #include "runtime/loss_scaler.hpp"
 #include "runtime/zero/engine.hpp"
 
 namespace zt {
 
-class CheckpointError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // The run's position a checkpoint carries besides the states.
 struct TrainPosition {
@@ -56,7 +53,6 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
 // A checkpoint on disk, read unit by unit whatever world size, stage and precision it was saved
 // at ([Note: resharding] in checkpoint.cpp). Regions: 0 param (stored in the saved wire dtype),
 // 1 master (16-bit runs), 2 m, 3 v (f32).
-class CheckpointFile;
 class SavedCheckpoint {
  public:
   // `dir`: a checkpoint folder (holding meta.json) or root (its `latest`). Reads and checks

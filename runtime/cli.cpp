@@ -11,6 +11,7 @@
 #include "models/gpt2.hpp"
 #include "runtime/config.hpp"
 #include "runtime/estimate.hpp"
+#include "runtime/export.hpp"
 #include "runtime/sample.hpp"
 #include "runtime/trainer.hpp"
 
@@ -23,6 +24,7 @@ constexpr const char* kUsage = R"(usage:
                [--steps N] [--seed N] [--metrics FILE] [--trace FILE] [--resume [DIR]]
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X] [--seed N]
   ztrain estimate --config FILE [--world-size N] [--set dotted.key=value]... [--format table|json]
+  ztrain export --checkpoint DIR --format safetensors|llmc --out PATH
   ztrain --help | --version
 )";
 
@@ -130,6 +132,21 @@ int cmd_sample(int argc, char** argv) {
 
 // Per-rank memory of a step for stages 0-3 (runtime/estimate.hpp). One process, no MPI and no
 // data: it only reads the config (and an init_from checkpoint's header).
+int cmd_export(int argc, char** argv) {
+  std::string checkpoint, format, out;
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--format", "--out"})) {
+    if (flag == "--checkpoint") checkpoint = value;
+    else if (flag == "--format") format = value;
+    else out = value;
+  }
+  if (checkpoint.empty() || out.empty()) throw UsageError("export needs --checkpoint DIR and --out PATH");
+  if (format != "safetensors" && format != "llmc")
+    throw UsageError("export: --format must be safetensors or llmc, got '" + format + "'");
+  export_checkpoint(checkpoint, format, out);
+  std::cout << "exported " << checkpoint << " to " << out << " (" << format << ")" << std::endl;
+  return 0;
+}
+
 int cmd_estimate(int argc, char** argv) {
   std::string config, format = "table";
   std::vector<std::string> overrides;
@@ -174,6 +191,7 @@ int cli_main(int argc, char** argv) {
     if (cmd == "train") return cmd_train(argc, argv, *pg);
     if (cmd == "sample") return cmd_sample(argc, argv);
     if (cmd == "estimate") return cmd_estimate(argc, argv);
+    if (cmd == "export") return cmd_export(argc, argv);
     throw UsageError(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
     if (several) pg->fail(e.what(), 2);

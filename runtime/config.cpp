@@ -269,10 +269,8 @@ void read_scheduler(Section& top, SchedulerConfig& c, Seen& seen) {
   p->done(" for " + c.type + ", which takes: " + p->known_list());
 }
 
-// DeepSpeed's zero_optimization keys that ztrain does not implement yet (the model-save one lands
-// with checkpoints).
+// DeepSpeed's zero_optimization keys that ztrain does not implement yet.
 constexpr std::string_view kZeroNotYet[] = {
-    "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
     "round_robin_gradients", "elastic_checkpoint", "zero_hpz_partition_size", "zero_quantized_weights",
     "zero_quantized_gradients", "zero_quantized_nontrainable_weights", "mics_shard_size",
     "mics_hierarchical_params_gather", "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
@@ -375,6 +373,8 @@ void read_zero(Section& top, ZeroConfig& z) {
   get_count(*s, "stage3_max_reuse_distance", z.max_reuse_distance);
   get_count(*s, "stage3_param_persistence_threshold", z.param_persistence_threshold);
   get_count(*s, "sub_group_size", z.sub_group_size);
+  s->get("stage3_gather_fp16_weights_on_model_save", z.gather_16bit_on_save);  // DeepSpeed's older name
+  s->get("stage3_gather_16bit_weights_on_model_save", z.gather_16bit_on_save);
   read_offload(*s, "offload_optimizer", z.offload_optimizer, false);
   read_offload(*s, "offload_param", z.offload_param, true);
   s->done();

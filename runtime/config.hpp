@@ -123,6 +123,9 @@ struct ZeroConfig {
   OffloadConfig offload_optimizer;             // stages 1-3
   OffloadConfig offload_param;                 // stage 3
   int64_t sub_group_size = 1'000'000'000;      // elements the offloaded optimizer updates at a time
+  // stage3_gather_16bit_weights_on_model_save: each checkpoint also holds model.safetensors, the
+  // whole model in the wire dtype, gathered a unit at a time.
+  bool gather_16bit_on_save = false;
 };
 
 // DeepSpeed's bf16 and fp16 sections ([Note: mixed precision] in runtime/zero/sharded_unit.hpp).

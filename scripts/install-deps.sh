@@ -10,6 +10,7 @@ packages=(
   iproute2 util-linux                             # network namespaces: the multi-host launch test
   liburing-dev                                    # the io_uring offload engine
   python3 python3-torch libopenblas0-pthread      # the PyTorch reference the tests compare with
+  python3-pip                                     # safetensors (below), which Debian does not package
   fio                                             # the I/O yardstick for the offload benchmarks
 )
 
@@ -17,13 +18,19 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "install-deps: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python's safetensors reads the exports back in the tests (tests/ref/check_export.py). Debian 12
+# has no package for it, so it comes from PyPI into the system Python the tests use.
+if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
+  echo "install-deps: installing safetensors (pip)"
+  $sudo /usr/bin/python3 -m pip install -q --break-system-packages safetensors
+fi

@@ -231,9 +231,10 @@ TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not th
   CHECK(error_of({"zero_optimization.stage3_prefetch_bucket_size=-1"}) ==
         "config: zero_optimization.stage3_prefetch_bucket_size: expected a non-negative whole number of elements, got -1");
   CHECK(error_of({"zero_optimization.reduce_bucket_size=0"}) == "config: zero_optimization.reduce_bucket_size: must be > 0");
-  CHECK(error_of({"zero_optimization.stage3_gather_16bit_weights_on_model_save=true"}) ==
-        "config: zero_optimization.stage3_gather_16bit_weights_on_model_save: is a DeepSpeed ZeRO key that ztrain does "
-        "not implement yet");
+  CHECK(zt::parse_config(with({"zero_optimization.stage3_gather_16bit_weights_on_model_save=true"})).zero.gather_16bit_on_save);
+  CHECK(zt::parse_config(with({"zero_optimization.stage3_gather_fp16_weights_on_model_save=true"})).zero.gather_16bit_on_save);
+  CHECK(error_of({"zero_optimization.zero_quantized_weights=true"}) ==
+        "config: zero_optimization.zero_quantized_weights: is a DeepSpeed ZeRO key that ztrain does not implement yet");
   CHECK(error_of({"zero_optimization.allgather_partitions=false"}) ==
         "config: zero_optimization.allgather_partitions: false (a broadcast per partition) is not implemented yet");
   CHECK(zt::parse_config(minimal()).train.comm_progress == "auto");

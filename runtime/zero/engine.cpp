@@ -124,6 +124,16 @@ void ZeroEngine::gather_all() {
   for (ShardedUnit& x : units_) x.wait_gather();
 }
 
+void ZeroEngine::for_each_full_unit(const std::function<void(int)>& fn) {
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+    ShardedUnit& x = units_[u];
+    if (x.state() == ParamState::sharded) x.start_gather();
+    x.wait_gather();
+    fn(u);
+    x.release();  // nothing for persistent units
+  }
+}
+
 void ZeroEngine::read_full_params(const std::function<void()>& read) {
   gather_all();
   read();

@@ -47,6 +47,10 @@ class ZeroEngine {
   void write_full_params(const std::function<void()>& write);
   // Runs `read` with every unit's full parameters present (e.g. to save them).
   void read_full_params(const std::function<void()>& read);
+  // Calls `fn(u)` for each unit in turn with its full parameters present (units()[u].param_view());
+  // stage 3 gathers each before and releases it after, so no rank holds more than one unit
+  // beyond its shards. Collective at stages 1-3.
+  void for_each_full_unit(const std::function<void(int)>& fn);
 
   // A step: begin_step, then per micro-batch begin_pass / forward / backward / end_pass, then
   // grad_norm and update. Validation is a pass without backward.

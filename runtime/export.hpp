@@ -1,0 +1,37 @@
+// One consolidated model file: from a sharded checkpoint (`ztrain export`) or from a run's gathered
+// units (stage3_gather_16bit_weights_on_model_save), written a unit at a time, so no process holds
+// more than one unit's parameters beyond its shard.
+//
+// [Note: export formats] "llmc": llm.c's fp32 checkpoint (its header and parameter order, the
+// padded vocabulary included), which `ztrain sample`, `--init-from` and llm.c read. "safetensors":
+// Hugging Face's GPT-2 names and layout (wte.weight with vocab_size rows, wpe.weight,
+// h.<l>.ln_1.weight, h.<l>.attn.c_attn.weight, ...; Conv1D weights stored (in, out), i.e.
+// transposed from llm.c's (out, in)), in F32, BF16 or F16.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "models/gpt2.hpp"
+#include "tensor/dtype.hpp"
+
+namespace zt {
+
+class ModelWriter {
+ public:
+  virtual ~ModelWriter() = default;
+  // Unit u's parameters (its flat buffer, layout()[u].numel floats), written where they belong.
+  virtual void write_unit(int u, const float* params) = 0;
+  // After every unit: fsynced and renamed into place (until then the file has a temporary name).
+  virtual void finish() = 0;
+};
+
+// `format` "llmc" (f32 only) or "safetensors"; `model` gives the layout and outlives the writer.
+std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const GPT2& model,
+                                               DType dtype = DType::f32);
+
+// `ztrain export`: the checkpoint in `dir` (a folder or root), every region it reads checked
+// against its checksum, as one file. The fp32 master weights are what is written.
+void export_checkpoint(const std::string& dir, const std::string& format, const std::string& out);
+
+}  // namespace zt

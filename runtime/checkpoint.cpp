@@ -144,7 +144,9 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
     engine.visit_state([&](int u, Region r, int64_t begin, int64_t n, void* data) {
       const size_t es = element_size(engine, u, r);
       const int ri = static_cast<int>(r);
-      f.write_at(data, static_cast<size_t>(n) * es, lay.offset[u][ri] + static_cast<uint64_t>(begin) * es);
+      const uint64_t at = lay.offset[u][ri] + static_cast<uint64_t>(begin) * es;
+      f.write_at(data, static_cast<size_t>(n) * es, at);
+      f.start_writeback(at, static_cast<uint64_t>(n) * es);
       sums[static_cast<size_t>(u * kRegions + ri)].update(data, static_cast<size_t>(n) * es);
     }, false);
     f.sync();

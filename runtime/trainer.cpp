@@ -88,7 +88,12 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   targets_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
   tape_.set_profile(&profile_);
   if (!cfg_.train.resume.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
     const TrainPosition p = load_checkpoint(cfg_.train.resume, cfg_, comm_, *model_, *engine_);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "resumed from %s at step %d (%.2f s)", cfg_.train.resume.c_str(), p.steps_done,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    resumed_ = buf;
     steps_done_ = p.steps_done;
     updates_done_ = p.updates_done;
     scaler_.restore(p.scaler);
@@ -97,13 +102,15 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   }
 }
 
-void Trainer::save() {
+double Trainer::save() {
+  const auto t0 = std::chrono::steady_clock::now();
   TrainPosition p;
   p.steps_done = steps_done_;
   p.updates_done = updates_done_;
   p.data_batches = data_batches_;
   p.scaler = scaler_.state();
   save_checkpoint(cfg_, comm_, *model_, *engine_, p);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 StepStats Trainer::step() {
@@ -187,6 +194,7 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   std::unique_ptr<MetricsWriter> metrics;
   if (!tc.metrics.empty() && lead) metrics = std::make_unique<MetricsWriter>(tc.metrics);
   log(run_banner(*this));
+  if (!resumed_.empty()) log(resumed_);
   const bool validating = val_ && tc.val_interval > 0;
   if (validating) log(val_line(0, validate()));
   while (steps_done_ < tc.steps) {
@@ -200,8 +208,10 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
     }
     const int every = cfg_.checkpoint.save_interval;
     if (every > 0 && (s.step % every == 0 || s.step == tc.steps)) {
-      save();
-      log("saved checkpoint " + cfg_.checkpoint.dir + "/step_" + std::to_string(s.step));
+      const double seconds = save();
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " (%.2f s)", seconds);
+      log("saved checkpoint " + cfg_.checkpoint.dir + "/step_" + std::to_string(s.step) + buf);
     }
   }
   // Every rank takes part in gathering the parameters; rank 0 writes them.

@@ -46,9 +46,9 @@ class Trainer {
 
   StepStats step();
   double validate();  // mean loss over data.val_batches validation batches (no gradients)
-  // Collective: a checkpoint of this point into checkpoint.dir ([Note: checkpoint layout]). A
-  // Trainer built with train.resume starts from one.
-  void save();
+  // Collective: a checkpoint of this point into checkpoint.dir ([Note: checkpoint layout]);
+  // returns the seconds it took. A Trainer built with train.resume starts from one.
+  double save();
   bool has_validation() const { return val_ != nullptr; }
   // The whole run: data.steps steps, progress every steps_per_print, validation every
   // val_interval, metrics lines, final save. `log` receives each progress line (on every rank:
@@ -82,7 +82,8 @@ class Trainer {
   OpProfile profile_;
   int steps_done_ = 0;
   int updates_done_ = 0;  // steps not skipped: AdamW's t and the LR schedule's position
-  int64_t data_batches_ = 0;  // training micro-batches read (a checkpoint's data position)
+  int64_t data_batches_ = 0;
+  std::string resumed_;  // "resumed from DIR at step K (S s)", for the log  // training micro-batches read (a checkpoint's data position)
   int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
   LossScaler scaler_;
   Tensor inputs_, targets_;

@@ -3,7 +3,8 @@
 # stop, and 10 resumed steps, bit for bit (every loss and gradient norm, and the saved model), at
 # np 1-3 across stages, fp32, bf16 and fp16 (the loss scaler's state), and with the states
 # offloaded to NVMe; keep_last keeps that many. A process killed with SIGKILL at any moment of a
-# run that saves every step leaves a checkpoint that loads. Bad checkpoints end with a message
+# run that saves every step leaves a checkpoint that loads; a rank killed mid-training ends the job
+# within 30 s and the last checkpoint loads. Bad checkpoints end with a message
 # naming the problem: none in the folder, `latest` naming a missing folder, a flipped byte (the
 # file and the unit), a truncated file, another format version, another model, a read-only
 # checkpoint folder (where mount is permitted). Saved at one world size and stage, a checkpoint
@@ -104,6 +105,32 @@ kill_at() {  # kill_at DELAY
 }
 for delay in 0.5 0.8 1.1 1.37 1.6 2.05; do kill_at "$delay"; done
 [ -f "$dir/ck_kill/latest" ] || fail "no run lived to its first save: the kill test tested nothing"
+
+# A rank killed mid-training (SIGKILL, at np 2, saving every step) ends the job within 30 s, and
+# the last checkpoint loads at np 2.
+ck="$dir/ck_death"
+"$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 2 "$ztrain" train --config "$dir/c.json" --steps 100000 \
+  --set train_micro_batch_size_per_gpu=3 --set checkpoint.dir="$ck" --set checkpoint.save_interval=1 \
+  --set checkpoint.keep_last=2 > "$dir/death.out" 2>&1 &
+job=$!
+for _ in $(seq 100); do [ -f "$ck/latest" ] && break; sleep 0.1; done
+sleep 0.7
+victim=$(pgrep -f "^$ztrain train --config $dir/c.json" | tail -1)
+if [ -z "$victim" ]; then
+  fail "rank death: no rank to kill ($(tail -2 "$dir/death.out"))"
+else
+  start=$(date +%s)
+  kill -9 "$victim"
+  for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    fail "rank death: the job still runs 30 s after a rank was killed"
+    pkill -9 -f "checkpoint.dir=$ck"
+  fi
+  wait "$job" 2>/dev/null
+  echo "a killed rank ended the job in $(($(date +%s) - start)) s"
+  train death_resume 2 --set train_micro_batch_size_per_gpu=3 --set checkpoint.dir="$ck" --resume \
+    --set train.steps=$(($(sed 's/step_//; s/\.new//' "$ck/latest") + 1))
+fi
 
 # expect_error NAME PATTERN [args]: a one-rank run fails, saying PATTERN (grep -F).
 expect_error() {

@@ -77,9 +77,10 @@ std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d, int wte_units) {
 }
 
 int64_t gpt2_num_params(const GPT2Dims& d) {
-  int64_t n = 0;
-  for (const UnitLayout& u : gpt2_layout(d)) n += u.numel;
-  return n;
+  // By formula, not by building the layout: a header's dimensions can be huge (the fuzzer found a
+  // padded vocabulary that made the layout millions of units long).
+  const int64_t C = d.n_embd, L = d.n_layer;
+  return int64_t{d.padded_vocab_size} * C + int64_t{d.max_seq_len} * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
 double gpt2_flops_per_token(const GPT2Dims& d, int T) {

@@ -57,6 +57,14 @@ GPT2Dims read_llmc_header(const std::string& path) {
   if (d.max_seq_len < 1 || d.vocab_size < 1 || d.n_layer < 1 || d.n_head < 1 || d.n_embd < 1 ||
       d.padded_vocab_size < d.vocab_size || d.n_embd % d.n_head)
     throw file_error(path, "impossible dimensions in header: " + dims_str(d));
+  // Counted in floating point first: the int64 count of absurd dimensions would overflow.
+  const double C = d.n_embd, params = (static_cast<double>(d.padded_vocab_size) + d.max_seq_len) * C +
+                                      static_cast<double>(d.n_layer) * (12 * C * C + 13 * C) + 2 * C;
+  if (params > 1e13) {
+    char n[32];
+    std::snprintf(n, sizeof n, "%.3g", params);
+    throw file_error(path, std::string("dimensions in header describe ") + n + " parameters: " + dims_str(d));
+  }
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   const auto want = kHeaderInts * 4 + static_cast<uintmax_t>(gpt2_num_params(d)) * 4;

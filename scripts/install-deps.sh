@@ -12,6 +12,7 @@ packages=(
   python3 python3-torch libopenblas0-pthread      # the PyTorch reference the tests compare with
   python3-pip                                     # safetensors (below), which Debian does not package
   fio                                             # the I/O yardstick for the offload benchmarks
+  clang libclang-rt-14-dev llvm                   # the sanitizer and libFuzzer build (scripts/fuzz.sh)
 )
 
 missing=()

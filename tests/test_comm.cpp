@@ -609,7 +609,11 @@ std::vector<WorkPtr> start_all(const std::vector<Case>& cases) {
 }  // namespace
 
 TEST_CASE("50 operations outstanding at once, waited for in reverse order") {
-  for (const auto& [name, c] : comms()) {
+  for (const auto& named : comms()) {
+    // Plain references: doctest's message macros capture `name` in a lambda, and clang 14
+    // cannot capture a structured binding.
+    const char* name = named.name;
+    Communicator* c = named.comm;
     const std::vector<Case> cases = mixed_cases(*c, name, 1000);
     std::vector<WorkPtr> works = start_all(cases);
     for (size_t i = cases.size(); i-- > 0;) {
@@ -627,7 +631,11 @@ TEST_CASE("50 operations outstanding at once, waited for in reverse order") {
 }
 
 TEST_CASE("50 operations outstanding at once, polled with test() until done") {
-  for (const auto& [name, c] : comms()) {
+  for (const auto& named : comms()) {
+    // Plain references: doctest's message macros capture `name` in a lambda, and clang 14
+    // cannot capture a structured binding.
+    const char* name = named.name;
+    Communicator* c = named.comm;
     const std::vector<Case> cases = mixed_cases(*c, name, 2000);
     std::vector<WorkPtr> works = start_all(cases);
     std::vector<bool> done(cases.size(), false);
@@ -741,7 +749,11 @@ TEST_CASE("split: by rank parity, in reverse rank order") {
 
 TEST_CASE("wrong shapes, dtypes and roots throw std::invalid_argument naming the operation") {
   using doctest::Contains;
-  for (const auto& [name, cp] : comms()) {
+  for (const auto& named : comms()) {
+    // Plain references: doctest's message macros capture `name` in a lambda, and clang 14
+    // cannot capture a structured binding.
+    const char* name = named.name;
+    Communicator* cp = named.comm;
     CAPTURE(name);
     Communicator& c = *cp;
     const int64_t n = c.size();

@@ -6,6 +6,11 @@ set -eu
 build=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# A sanitizer build's library needs the sanitizer runtime in whatever links it: no use to a
+# plain consumer, so that build skips this (the plain build runs it).
+sanitize=$(meson introspect "$build" --buildoptions | python3 -c \
+  "import json,sys; print(next(o['value'] for o in json.load(sys.stdin) if o['name']=='b_sanitize'))")
+[ "$sanitize" = none ] || { echo "skipped: a -Db_sanitize=$sanitize build"; exit 77; }
 meson install -C "$build" --quiet --destdir "$dir/root" >/dev/null
 prefix=$(meson introspect "$build" --buildoptions | python3 -c \
   "import json,sys; print(next(o['value'] for o in json.load(sys.stdin) if o['name']=='prefix'))")

@@ -1,0 +1,9 @@
+#!/bin/sh
+# run_fuzzer.sh FUZZER SECONDS SEED_CORPUS NEW_CORPUS: runs a libFuzzer target for SECONDS from the
+# seeds, keeping what it finds in NEW_CORPUS (the seed folder in the source tree is only read);
+# a crash, an escaped exception, a leak or a sanitizer report fails the test with its input saved.
+set -eu
+fuzzer=$1 seconds=$2 seeds=$3 found=$4
+mkdir -p "$found"
+cd "$found"
+exec "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 "$found" "$seeds"

@@ -6,4 +6,6 @@ set -eu
 fuzzer=$1 seconds=$2 seeds=$3 found=$4
 mkdir -p "$found"
 cd "$found"
-exec "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 "$found" "$seeds"
+# libFuzzer's own default exit status for a finding is 77, which meson would count as skipped.
+exec "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -error_exitcode=1 -timeout_exitcode=1 \
+  -print_final_stats=1 "$found" "$seeds"

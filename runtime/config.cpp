@@ -657,7 +657,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   json j;
   try {
     j = json::parse(text, DuplicateKeyCheck{});
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // A syntax error, or a number too large for a double (out_of_range 406, found by fuzzing).
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; the rest has line and column.
     std::string msg = e.what();
     if (const size_t close = msg.find("] "); msg.starts_with("[json.exception") && close != std::string::npos)

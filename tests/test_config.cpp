@@ -596,6 +596,10 @@ TEST_CASE("load_config") {
     CHECK(msg.find("line 2, column 27") != std::string::npos);
     CHECK(msg.find("[json.exception") == std::string::npos);
   }
+  // A number beyond a double's range is nlohmann's out_of_range, not a parse_error (found by
+  // fuzz/fuzz_config): still a ConfigError naming the file.
+  const std::string huge = dir.write("huge.json", R"({"train": {"steps": 2e99999}})");
+  CHECK_THROWS_WITH_AS(zt::load_config(huge), doctest::Contains("is not valid JSON: number overflow"), ConfigError);
 
   const std::string dup = dir.write("dup.json", R"({"data": {"train": "a"}, "optimizer": {"params": {"lr": 1, "lr": 2}}})");
   CHECK_THROWS_WITH_AS(zt::load_config(dup), "config: optimizer.params.lr: duplicate key", ConfigError);

@@ -216,7 +216,7 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
                        {"position",
                         {{"steps_done", pos.steps_done},
                          {"updates_done", pos.updates_done},
-                         {"data_batches", pos.data_batches},
+                         {"data_batches", static_cast<int64_t>(pos.steps_done) * cfg.grad_accum},  // for readers
                          {"loss_scale", pos.scaler.scale},
                          {"hysteresis_left", pos.scaler.hysteresis_left},
                          {"scaler_iter", pos.scaler.iter},
@@ -446,9 +446,6 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
   TrainPosition pos;
   pos.steps_done = p.at("steps_done").get<int>();
   pos.updates_done = p.at("updates_done").get<int>();
-  // Every step took grad_accum micro-batches on each rank, at any world size (the global batch is
-  // the same).
-  pos.data_batches = static_cast<int64_t>(pos.steps_done) * cfg.grad_accum;
   pos.scaler.scale = p.at("loss_scale").get<double>();
   pos.scaler.hysteresis_left = p.at("hysteresis_left").get<int>();
   pos.scaler.iter = p.at("scaler_iter").get<long>();

@@ -36,11 +36,12 @@
 namespace zt {
 
 
-// The run's position a checkpoint carries besides the states.
+// The run's position a checkpoint carries besides the states. The data position follows from the
+// steps: each took gradient_accumulation_steps micro-batches on every rank, at any world size
+// (the global batch is the same).
 struct TrainPosition {
   int steps_done = 0;
   int updates_done = 0;        // AdamW's t and the LR schedule's position
-  int64_t data_batches = 0;    // micro-batches this rank's training loader has handed out
   LossScaler::State scaler;
 };
 

@@ -12,6 +12,11 @@
 
 namespace zt {
 
+void trace_transfer(Trace* trace, const std::string& name, const IoTransferPtr& io) {
+  if (!trace || !io) return;
+  trace->span(TraceLane::io, name, io->started_at(), std::max(io->started_at(), io->completed_at()));
+}
+
 std::string_view trace_lane_name(TraceLane lane) {
   switch (lane) {
     case TraceLane::compute: return "compute";

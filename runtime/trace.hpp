@@ -32,12 +32,18 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "offload/io_engine.hpp"
 
 namespace zt {
 
 enum class TraceLane : uint8_t { compute, all_gather, reduce_scatter, all_reduce, io, optimizer };
 inline constexpr int kTraceLanes = 6;
 std::string_view trace_lane_name(TraceLane lane);
+
+class Trace;
+// An I/O transfer (offload's reads and writes) as a span on the io lane, from its submission to its
+// completion; nothing without a trace or a transfer (host-memory copies have none).
+void trace_transfer(Trace* trace, const std::string& name, const IoTransferPtr& io);
 
 class Trace {
  public:

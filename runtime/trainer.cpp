@@ -97,8 +97,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     steps_done_ = p.steps_done;
     updates_done_ = p.updates_done;
     scaler_.restore(p.scaler);
-    train_->skip(p.data_batches);
-    data_batches_ = p.data_batches;
+    train_->skip(static_cast<int64_t>(p.steps_done) * cfg_.grad_accum);  // every step read grad_accum batches
   }
 }
 
@@ -107,7 +106,6 @@ double Trainer::save() {
   TrainPosition p;
   p.steps_done = steps_done_;
   p.updates_done = updates_done_;
-  p.data_batches = data_batches_;
   p.scaler = scaler_.state();
   save_checkpoint(cfg_, comm_, *model_, *engine_, p);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -126,7 +124,6 @@ StepStats Trainer::step() {
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
     train_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
-    ++data_batches_;
     engine_->begin_pass(micro == accum - 1);
     Tensor loss = model_->forward(tape_, inputs_, targets_);
     loss_sum += loss.data<float>()[0];

@@ -82,8 +82,7 @@ class Trainer {
   OpProfile profile_;
   int steps_done_ = 0;
   int updates_done_ = 0;  // steps not skipped: AdamW's t and the LR schedule's position
-  int64_t data_batches_ = 0;
-  std::string resumed_;  // "resumed from DIR at step K (S s)", for the log  // training micro-batches read (a checkpoint's data position)
+  std::string resumed_;  // "resumed from DIR at step K (S s)", for the log
   int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
   LossScaler scaler_;
   Tensor inputs_, targets_;

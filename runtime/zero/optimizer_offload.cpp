@@ -74,22 +74,11 @@ void OptimizerOffload::arrays(const Group& g, char* base, float*& master, float*
 
 void OptimizerOffload::store_initial(int u) {
   ShardedUnit& x = units_[u];
-  PinnedBuffer staging;
-  for (const Group& g : groups_) {
-    if (g.unit != u) continue;
-    char* base = static_cast<char*>(store_->resident(g.record));
-    if (!base) {  // nvme: assembled in a buffer of its own, written, waited
-      if (staging.size() < SwapStore::buffer_bytes(store_->bytes(g.record)))
-        staging = PinnedBuffer(SwapStore::buffer_bytes(store_->bytes(g.record)), false);
-      base = staging.as<char>();
-    }
-    float *master, *m, *v;
-    arrays(g, base, master, m, v);
-    const size_t n = static_cast<size_t>(g.end - g.begin);
-    if (master) std::memcpy(master, x.master().data<float>() + g.begin, n * kF32);
-    std::memset(m, 0, 2 * n * kF32);  // m and v, side by side
-    if (!store_->resident(g.record)) store_->write(g.record, base).wait();
-  }
+  visit_unit(u, true, [&](int64_t begin, int64_t n, float* master, float* m, float* v) {
+    if (master) std::memcpy(master, x.master().data<float>() + begin, static_cast<size_t>(n) * kF32);
+    std::memset(m, 0, static_cast<size_t>(n) * kF32);
+    std::memset(v, 0, static_cast<size_t>(n) * kF32);
+  });
   x.release_master();
 }
 
@@ -123,12 +112,6 @@ void OptimizerOffload::update_group(const Group& g, char* base, float lr, float 
   if (g.end == x.master_numel()) x.finish_update();
 }
 
-void OptimizerOffload::trace_io(const char* what, const Group& g, const IoTransferPtr& io) {
-  if (!trace_ || !io) return;
-  trace_->span(TraceLane::io, std::string(what) + " " + store_->name(g.record), io->started_at(),
-               std::max(io->started_at(), io->completed_at()));
-}
-
 void OptimizerOffload::update(float lr, float grad_scale, int t) {
   if (engine_) {
     begin(lr, grad_scale, t);
@@ -156,7 +139,7 @@ void OptimizerOffload::retire_write() {
   Pending w = std::move(writes_.front());
   writes_.pop_front();
   w.op.wait();
-  trace_io("write", groups_[w.group], w.io);
+  trace_transfer(trace_, "write " + store_->name(groups_[w.group].record), w.io);
   free_.push_back(w.buffer);
 }
 
@@ -187,7 +170,7 @@ bool OptimizerOffload::advance(bool block) {
     Pending& r = reads_.front();
     if (!block && !r.op.test()) return progressed;
     r.op.wait();
-    trace_io("read", groups_[r.group], r.io);
+    trace_transfer(trace_, "read " + store_->name(groups_[r.group].record), r.io);
     const size_t i = r.group;
     const int b = r.buffer;
     reads_.pop_front();

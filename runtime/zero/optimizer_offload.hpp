@@ -84,7 +84,6 @@ class OptimizerOffload {
   void update_group(const Group& g, char* base, float lr, float grad_scale, int t);
   bool advance(bool block);  // one step of the pipeline; whether anything moved
   void retire_write();       // the oldest write: waited for, its buffer free again
-  void trace_io(const char* what, const Group& g, const IoTransferPtr& io);
 
   std::vector<ShardedUnit>& units_;
   OffloadConfig cfg_;

@@ -12,6 +12,7 @@ ParamOffload::ParamOffload(std::vector<ShardedUnit>& units, const OffloadConfig&
     : units_(units), cfg_(cfg), record_(units.size(), -1), state_(units.size(), Where::here), ops_(units.size()),
       ios_(units.size()), keep_(units.size(), 0) {
   const bool nvme = cfg_.device == "nvme";
+  int64_t cached = 0;  // elements the host cache holds
   if (nvme) {
     engine_ = io;
     store_ = make_nvme_store(*engine_, cfg_.nvme_path, swap_dir, "params.swp");
@@ -25,9 +26,9 @@ ParamOffload::ParamOffload(std::vector<ShardedUnit>& units, const OffloadConfig&
     record_[u] = static_cast<int>(store_->add(x.name() + " shard", s.nbytes()));
     state_[u] = s.has_data() ? Where::here : Where::away;
     // The cache in front of NVMe: the first units to fit stay here for good.
-    if (nvme && cached_ + s.numel() <= cfg_.max_in_cpu) {
+    if (nvme && cached + s.numel() <= cfg_.max_in_cpu) {
       keep_[u] = 1;
-      cached_ += s.numel();
+      cached += s.numel();
     }
     if (nvme && s.nbytes() < IoFile::kDirectAlignment && bounce_.size() == 0)
       bounce_ = PinnedBuffer(IoFile::kDirectAlignment, false);
@@ -38,17 +39,10 @@ ParamOffload::~ParamOffload() = default;
 
 Tensor ParamOffload::shard(int u) const { return units_[u].param_shard(); }
 
-void ParamOffload::trace_io(const char* what, int u, const IoTransferPtr& io) {
-  if (!trace_ || !io) return;
-  trace_->span(TraceLane::io, std::string(what) + " " + units_[u].name(), io->started_at(),
-               std::max(io->started_at(), io->completed_at()));
-}
-
 void ParamOffload::fetch(int u) {
   if (record_.at(u) < 0 || state_[u] != Where::away) return;
   const Tensor s = shard(u);
   s.storage()->materialize();
-  elements_here_ += s.numel();
   const auto id = static_cast<size_t>(record_[u]);
   if (s.nbytes() < IoFile::kDirectAlignment && !store_->resident(id)) {  // under a page: bounce, at once
     store_->read(id, bounce_.data()).wait();
@@ -63,7 +57,7 @@ void ParamOffload::fetch(int u) {
 
 void ParamOffload::complete(int u) {
   ops_[u].wait();
-  trace_io(state_[u] == Where::reading ? "read" : "write", u, ios_[u]);
+  trace_transfer(trace_, (state_[u] == Where::reading ? "read " : "write ") + units_[u].name(), ios_[u]);
   ios_[u].reset();
   state_[u] = Where::here;
 }
@@ -78,7 +72,6 @@ void ParamOffload::evict(int u) {
   if (keep_[u] || state_[u] != Where::here) return;
   const Tensor s = shard(u);
   s.storage()->release();
-  elements_here_ -= s.numel();
   state_[u] = Where::away;
 }
 
@@ -89,9 +82,7 @@ void ParamOffload::done_with(int u) {
 void ParamOffload::make_room(int u) {
   if (record_.at(u) < 0) return;
   if (state_[u] == Where::away) {
-    const Tensor s = shard(u);
-    s.storage()->materialize();
-    elements_here_ += s.numel();
+    shard(u).storage()->materialize();
     state_[u] = Where::here;
   }
   if (state_[u] != Where::here) complete(u);

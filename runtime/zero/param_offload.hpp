@@ -50,7 +50,6 @@ class ParamOffload {
   void flush();
 
   bool here(int u) const { return state_.at(u) != Where::away; }
-  int64_t elements_here() const { return elements_here_; }
   void set_trace(Trace* t) { trace_ = t; }
   std::string where() const { return store_->where(); }
 
@@ -60,7 +59,6 @@ class ParamOffload {
   void complete(int u);  // waits for u's transfer and settles its state
   void evict(int u);
   void retire();  // the oldest write: waited for, its shard freed
-  void trace_io(const char* what, int u, const IoTransferPtr& io);
 
   std::vector<ShardedUnit>& units_;
   OffloadConfig cfg_;
@@ -72,7 +70,6 @@ class ParamOffload {
   std::vector<IoTransferPtr> ios_;
   std::vector<char> keep_;   // by unit: the cache holds it
   std::deque<int> writing_;  // units whose write was issued, oldest first
-  int64_t elements_here_ = 0, cached_ = 0;
   PinnedBuffer bounce_;      // for shards under a page
   Trace* trace_ = nullptr;
 };

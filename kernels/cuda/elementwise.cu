@@ -1,0 +1,113 @@
+// GELU and the residual add: one pass over 16-byte packs (a grid-stride loop), a scalar path for
+// views that are not 16-byte aligned and for the tail. Twins of kernels/cpu/elementwise.cpp.
+#include "kernels/cuda/common.cuh"
+
+namespace zt::cuda {
+
+namespace {
+
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluCube = 0.044715f;
+constexpr unsigned kThreads = 256;
+
+__device__ __forceinline__ float gelu(float x) {
+  return 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCube * x * x * x)));
+}
+__device__ __forceinline__ float gelu_grad(float x) {
+  const float t = tanhf(kGeluScale * (x + kGeluCube * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
+}
+
+// out[i] = op(in[0][i], ..., in[K-1][i]) for i < n, in f32. Where every pointer is 16-byte
+// aligned each thread moves whole Packs (16-byte loads and stores); otherwise (views at odd
+// offsets) and for the tail, single elements. `out` may be one of the inputs (accumulation).
+template <class T, int K>
+struct Args {
+  T* out;
+  const T* in[K];
+};
+
+template <bool Vector, class T, int K, class Op>
+__global__ void map_kernel(Args<T, K> a, size_t n, Op op) {
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  size_t first = size_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if constexpr (Vector) {
+    constexpr int W = Pack<T>::n;
+    const size_t packs = n / W;
+    for (size_t p = first; p < packs; p += stride) {
+      Pack<T> x[K], y;
+#pragma unroll
+      for (int k = 0; k < K; ++k) x[k] = reinterpret_cast<const Pack<T>*>(a.in[k])[p];
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        float v[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] = to_f32(x[k].v[j]);
+        y.v[j] = from_f32<T>(op(v));
+      }
+      reinterpret_cast<Pack<T>*>(a.out)[p] = y;
+    }
+    first += packs * W;
+  }
+  for (size_t i = first; i < n; i += stride) {
+    float v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = to_f32(a.in[k][i]);
+    a.out[i] = from_f32<T>(op(v));
+  }
+}
+
+template <class T, int K, class Op>
+void map(Args<T, K> a, size_t n, Op op, cudaStream_t s, const char* name) {
+  if (n == 0) return;
+  bool vector = aligned16(a.out);
+  for (int k = 0; k < K; ++k) vector = vector && aligned16(a.in[k]);
+  if (vector) map_kernel<true><<<blocks_for(n / Pack<T>::n + 1, kThreads), kThreads, 0, s>>>(a, n, op);
+  else map_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, s>>>(a, n, op);
+  check_launch(name);
+}
+
+struct GeluForward {
+  __device__ float operator()(const float* v) const { return gelu(v[0]); }
+};
+// v: dinp, inp, dout
+struct GeluBackward {
+  __device__ float operator()(const float* v) const { return v[0] + v[2] * gelu_grad(v[1]); }
+};
+struct Sum {
+  __device__ float operator()(const float* v) const { return v[0] + v[1]; }
+};
+
+}  // namespace
+
+template <class T>
+void gelu_forward(T* out, const T* inp, size_t n, cudaStream_t s) {
+  map(Args<T, 1>{out, {inp}}, n, GeluForward{}, s, "gelu_forward");
+}
+
+template <class T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n, cudaStream_t s) {
+  map(Args<T, 3>{dinp, {dinp, inp, dout}}, n, GeluBackward{}, s, "gelu_backward");
+}
+
+template <class T>
+void residual_forward(T* out, const T* a, const T* b, size_t n, cudaStream_t s) {
+  map(Args<T, 2>{out, {a, b}}, n, Sum{}, s, "residual_forward");
+}
+
+template <class T>
+void residual_backward(T* da, T* db, const T* dout, size_t n, cudaStream_t s) {
+  if (da) map(Args<T, 2>{da, {da, dout}}, n, Sum{}, s, "residual_backward");
+  if (db) map(Args<T, 2>{db, {db, dout}}, n, Sum{}, s, "residual_backward");
+}
+
+#define ZT_INSTANTIATE(T)                                                              \
+  template void gelu_forward<T>(T*, const T*, size_t, cudaStream_t);                   \
+  template void gelu_backward<T>(T*, const T*, const T*, size_t, cudaStream_t);        \
+  template void residual_forward<T>(T*, const T*, const T*, size_t, cudaStream_t);     \
+  template void residual_backward<T>(T*, T*, const T*, size_t, cudaStream_t);
+ZT_INSTANTIATE(float)
+ZT_INSTANTIATE(bf16)
+#undef ZT_INSTANTIATE
+
+}  // namespace zt::cuda

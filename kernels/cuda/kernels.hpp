@@ -1,0 +1,105 @@
+// CUDA kernels: the twins of kernels/cpu/kernels.hpp, with the same arguments plus the stream
+// they run on, and the same legend (B batch, T sequence, C channels, NH heads, N = B*T rows, OC
+// output channels, V vocabulary, Vp padded vocabulary). All pointers are device memory.
+//
+// Each op is instantiated for f32 and bf16 storage (T = float or bf16); arithmetic is f32
+// throughout, so the f32 instantiation matches the CPU twin to rounding and bf16 differs only
+// by the rounding of what it stores. Saved statistics (layernorm's mean/rstd, attention's
+// logsumexp, cross-entropy's) stay f32. As on the CPU every backward ACCUMULATES (+=) into its
+// gradient outputs and skips a null gradient pointer.
+//
+// Launches are asynchronous on `stream`; each checks the launch and throws CudaError naming the
+// kernel. Nothing synchronises the device.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "tensor/dtype.hpp"
+
+namespace zt::cuda {
+
+using bf16 = __nv_bfloat16;
+
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws CudaError "<what>: <name>: <description>" unless e is cudaSuccess.
+void check(cudaError_t e, const char* what);
+// Checks the last launch (cudaGetLastError) and names `kernel`.
+void check_launch(const char* kernel);
+
+// ---- encoder: out (B,T,C) = wte[inp - row0] + wpe[t] (rows outside [row0, row0+rows) add 0) ----
+template <class T>
+void encoder_forward(T* out, const int32_t* inp, const T* wte, const T* wpe, int B, int T_, int C, int row0, int rows,
+                     cudaStream_t s);
+template <class T>
+void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B, int T_, int C, int row0, int rows,
+                      cudaStream_t s);
+
+// ---- layernorm over rows of (N,C); mean, rstd (N) f32 ----
+template <class T>
+void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
+                       cudaStream_t s);
+template <class T>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                        const float* mean, const float* rstd, int N, int C, cudaStream_t s);
+// The residual add fused in front of the layernorm (the block's second norm, and the next
+// block's first): residual = a + b, out = layernorm(residual).
+template <class T>
+void fused_residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, const T* a, const T* b,
+                                      const T* weight, const T* bias, int N, int C, cudaStream_t s);
+
+// ---- GELU (tanh approximation) and the residual add ----
+template <class T>
+void gelu_forward(T* out, const T* inp, size_t n, cudaStream_t s);
+template <class T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n, cudaStream_t s);
+template <class T>
+void residual_forward(T* out, const T* a, const T* b, size_t n, cudaStream_t s);
+template <class T>
+void residual_backward(T* da, T* db, const T* dout, size_t n, cudaStream_t s);
+
+// ---- causal self-attention, tiled online softmax (flash style) ----
+// qkv (B,T,3C); out (B,T,C); lse (B,NH,T) f32: each row's logsumexp of the scaled scores, which
+// the backward uses instead of the (B,NH,T,T) probabilities the CPU twin keeps.
+template <class T>
+void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, cudaStream_t s);
+// dqkv (B,T,3C) += d/dqkv, from dout, qkv and the forward's out and lse.
+template <class T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C,
+                        int NH, cudaStream_t s);
+
+// ---- fused softmax cross-entropy over a padded vocabulary (logits (N,Vp), one part) ----
+// losses (N), lse (N) f32; returns nothing: the count of rows is counted on the host by the
+// caller from the targets. d(logits) is written over the logits (scale * (softmax - onehot)).
+template <class T>
+void crossentropy_forward(float* losses, float* lse, const T* logits, const int32_t* targets, int N, int V, int Vp,
+                          int ignore_index, cudaStream_t s);
+template <class T>
+void crossentropy_backward(T* logits, const float* lse, const int32_t* targets, float scale, int N, int V, int Vp,
+                           int ignore_index, cudaStream_t s);
+
+// ---- optimizer over one flat shard ----
+// AdamW on the f32 master; when `params` is not null the shard's low-precision copy is written
+// in the same pass (T = bf16), so the update reads and writes each element once. grads are T.
+template <class T>
+void adamw_update(float* master, T* params, const T* grads, float* m, float* v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, int t, float grad_scale, cudaStream_t s);
+// *out (one double, device memory) += sum of x[i]^2, for the global gradient norm.
+template <class T>
+void sum_squares(double* out, const T* x, size_t n, cudaStream_t s);
+// *flag (one int, device memory) is set to 1 if any of x is inf or NaN.
+template <class T>
+void any_nonfinite(int* flag, const T* x, size_t n, cudaStream_t s);
+// out = in converted between f32, bf16 and f16 (round to nearest even); the same dtype copies.
+void cast(void* out, DType to, const void* in, DType from, size_t n, cudaStream_t s);
+
+}  // namespace zt::cuda

@@ -1,5 +1,6 @@
 #include "runtime/checkpoint.hpp"
 
+#include "runtime/checkpoint_writer.hpp"
 #include "runtime/export.hpp"
 #include "runtime/file_io.hpp"
 
@@ -61,8 +62,9 @@ Layout layout_of(const ZeroEngine& engine) {
     len[0] = M * wire;
     len[1] = wire == sizeof(float) ? 0 : M * sizeof(float);
     len[2] = len[3] = M * sizeof(float);
-    for (int r = 0; r < kRegions; ++r) {
-      off[r] = l.total;
+    for (int r = 0; r < kRegions; ++r) {  // [Note: direct checkpoint writes]: aligned regions
+      constexpr uint64_t a = RankFileWriter::kAlignment;
+      off[r] = l.total = (l.total + a - 1) / a * a;
       l.total += len[r];
     }
     l.offset.push_back(off);
@@ -140,16 +142,15 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
   std::vector<Checksum> sums(static_cast<size_t>(U) * kRegions);
   const std::string file = (fs::path(tmp) / ("rank" + std::to_string(rank) + ".bin")).string();
   agreed(comm, "writing " + tmp, [&] {
-    Fd f(file, O_WRONLY | O_CREAT | O_TRUNC);
-    engine.visit_state([&](int u, Region r, int64_t begin, int64_t n, void* data) {
-      const size_t es = element_size(engine, u, r);
-      const int ri = static_cast<int>(r);
-      const uint64_t at = lay.offset[u][ri] + static_cast<uint64_t>(begin) * es;
-      f.write_at(data, static_cast<size_t>(n) * es, at);
-      f.start_writeback(at, static_cast<uint64_t>(n) * es);
-      sums[static_cast<size_t>(u * kRegions + ri)].update(data, static_cast<size_t>(n) * es);
+    std::vector<std::pair<uint64_t, uint64_t>> regions;
+    for (int u = 0; u < U; ++u)
+      for (int ri = 0; ri < kRegions; ++ri) regions.emplace_back(lay.offset[u][ri], lay.bytes[u][ri]);
+    RankFileWriter f(file, std::move(regions), cfg.aio);
+    engine.visit_state([&](int u, Region r, int64_t, int64_t n, void* data) {
+      const size_t id = static_cast<size_t>(u * kRegions + static_cast<int>(r));
+      f.append(id, data, static_cast<size_t>(n) * element_size(engine, u, r), sums[id]);
     }, false);
-    f.sync();
+    f.finish();
   });
 
   // Rank 0 gathers every rank's checksums (as pairs of i32) for the metadata.

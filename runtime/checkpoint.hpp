@@ -3,8 +3,9 @@
 // [Note: checkpoint layout]
 //
 // [Note: checkpoint layout] <dir>/step_<k>/ holds rank<r>.bin per rank and meta.json. A rank file
-// is the regions of [Note: unit state] (runtime/zero/engine.hpp) back to back, unit by unit
-// (param, master where there is one, m, v), raw little-endian. meta.json names the format and
+// is the regions of [Note: unit state] (runtime/zero/engine.hpp) unit by unit (param, master where
+// there is one, m, v), raw little-endian, each starting at a multiple of 4096 bytes ([Note: direct
+// checkpoint writes] in runtime/checkpoint_writer.hpp). meta.json names the format and
 // version, the model's dimensions, the world size, stage and precision, every unit's layout, the
 // training position (steps, updates, data batches, fp16's loss scaler) and, for every region of
 // every rank file, its offset, length and checksum. A save writes into step_<k>.tmp/ (each rank

@@ -48,11 +48,6 @@ void CheckpointFile::sync() const {
   if (::fsync(fd_) != 0) fail_errno("cannot fsync", path_);
 }
 
-void CheckpointFile::start_writeback(uint64_t off, uint64_t n) const {
-  // Advice only: a file system without it still gets everything at sync().
-  ::sync_file_range(fd_, static_cast<off_t>(off), static_cast<off_t>(n), SYNC_FILE_RANGE_WRITE);
-}
-
 void sync_dir(const std::string& dir) { CheckpointFile(dir, O_RDONLY | O_DIRECTORY).sync(); }
 
 void write_atomically(const std::string& path, const std::string& text) {

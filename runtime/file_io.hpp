@@ -27,9 +27,6 @@ class CheckpointFile {
   // Reads n bytes at off; false at the end of the file before n bytes.
   bool read_at(void* p, size_t n, uint64_t off) const;
   void sync() const;
-  // Starts writing [off, off + n) back to the disk without waiting, so that a long write's
-  // flush overlaps what the writer does next (the final sync() then has little left to do).
-  void start_writeback(uint64_t off, uint64_t n) const;
   const std::string& path() const { return path_; }
 
  private:

@@ -7,7 +7,7 @@
 # within 30 s and the last checkpoint loads. Bad checkpoints end with a message
 # naming the problem: none in the folder, `latest` naming a missing folder, a flipped byte (the
 # file and the unit), a truncated file, another format version, another model, a read-only
-# checkpoint folder (where mount is permitted). Saved at one world size and stage, a checkpoint
+# checkpoint folder and a disk that fills during a save (where mount is permitted). Saved at one world size and stage, a checkpoint
 # resumes at another (resharded at load) within the ZeRO tests' tolerance.
 # usage: test_checkpoint.sh MPIRUN ZTRAIN
 set -u
@@ -159,8 +159,17 @@ if mkdir -p "$mnt" && mount -t tmpfs -o ro none "$mnt" 2>/dev/null; then
   expect_error read_only "checkpoint: cannot create '$mnt/step_5.tmp'" --set checkpoint.dir="$mnt" \
     --set checkpoint.save_interval=5
   umount "$mnt"
+  # A disk that fills during a save (room for one and a half checkpoints): the error names the file
+  # and the cause, `latest` still names the previous checkpoint, and it loads.
+  kb=$(du -sk "$good" | cut -f1)
+  mount -t tmpfs -o size=$((kb * 3 / 2))k none "$mnt"
+  expect_error full_disk "No space left on device" --set checkpoint.dir="$mnt" --set checkpoint.save_interval=5
+  grep -qF "$mnt/step_10.tmp/rank0.bin" "$dir/full_disk.out" || fail "full_disk: the file is not named: $(tail -1 "$dir/full_disk.out")"
+  [ "$(cat "$mnt/latest")" = step_5 ] || fail "full_disk: latest names '$(cat "$mnt/latest")', not step_5"
+  train full_disk_resume 1 --set checkpoint.dir="$mnt" --resume --steps 6
+  umount "$mnt"
 else
-  echo "mount not permitted here: the read-only checkpoint folder case is skipped"
+  echo "mount not permitted here: the read-only and full checkpoint folder cases are skipped"
 fi
 cat "$dir"/rs_*.cmp
 finish "checkpoint checks passed"

@@ -82,30 +82,41 @@ void ZeroEngine::write_full_params(const std::function<void()>& write) {
 void ZeroEngine::visit_state(const StateVisitor& visit, bool load) {
   finish_update();
   if (param_offload_) param_offload_->flush();
-  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+  const int U = static_cast<int>(units_.size());
+  // The shards first: an offloaded one is brought here for it (a save reads buffer_count units
+  // ahead), and stored again after a load.
+  const int ahead = load || !param_offload_ ? 0 : cfg_.offload_param.buffer_count;
+  for (int u = 0; u < U; ++u) {
     ShardedUnit& x = units_[u];
-    const int64_t M = x.master_numel();
-    // The shard: an offloaded one is brought here for it, and stored again after a load.
-    if (param_offload_ && x.param_offloaded()) {
+    const bool away = param_offload_ && x.param_offloaded();
+    for (int k = u + 1; k <= std::min(U - 1, u + ahead); ++k)
+      if (units_[k].param_offloaded()) param_offload_->fetch(k);
+    if (away) {
       if (load) param_offload_->make_room(u);
       else param_offload_->ready(u);
     }
-    visit(u, StateRegion::param, 0, M, x.param_shard().raw());
-    if (param_offload_ && x.param_offloaded()) {
+    visit(u, StateRegion::param, 0, x.master_numel(), x.param_shard().raw());
+    if (away) {
       if (load) param_offload_->store(u);
       else param_offload_->done_with(u);
     }
-    const bool mixed = x.param_shard().dtype() != DType::f32;
-    if (offload_) {
-      offload_->visit_unit(u, load, [&](int64_t begin, int64_t n, float* master, float* m, float* v) {
-        if (mixed) visit(u, StateRegion::master, begin, n, master ? master : x.master().data<float>() + begin);
-        visit(u, StateRegion::m, begin, n, m);
-        visit(u, StateRegion::v, begin, n, v);
-      });
-    } else {
-      if (mixed) visit(u, StateRegion::master, 0, M, x.master().raw());
-      visit(u, StateRegion::m, 0, M, x.adam_m().raw());
-      visit(u, StateRegion::v, 0, M, x.adam_v().raw());
+  }
+  // Then the optimizer's: offloaded ones sub-group by sub-group, read ahead (save) or written
+  // behind (load).
+  auto optimizer = [&](int u, int64_t begin, int64_t n, float* master, float* m, float* v) {
+    ShardedUnit& x = units_[u];
+    if (x.param_shard().dtype() != DType::f32)
+      visit(u, StateRegion::master, begin, n, master ? master : x.master().data<float>() + begin);
+    visit(u, StateRegion::m, begin, n, m);
+    visit(u, StateRegion::v, begin, n, v);
+  };
+  if (offload_) {
+    offload_->visit_all(load, optimizer);
+  } else {
+    for (int u = 0; u < U; ++u) {
+      ShardedUnit& x = units_[u];
+      float* master = x.param_shard().dtype() != DType::f32 ? x.master().data<float>() : nullptr;
+      optimizer(u, 0, x.master_numel(), master, x.adam_m().data<float>(), x.adam_v().data<float>());
     }
   }
   if (!load) return;

@@ -78,7 +78,8 @@ class ZeroEngine {
   // (16-bit wire only: in fp32 the parameters are the master); AdamW's `m` and `v` (f32).
   enum class StateRegion : int { param, master, m, v };
   // Calls visit(unit, region, begin, n, data) for every region of every unit, each region in
-  // pieces of ascending `begin` (offloaded states come sub-group by sub-group, interleaved). With
+  // pieces of ascending `begin`: every unit's param, then the optimizer's regions (offloaded
+  // ones sub-group by sub-group, master, m and v interleaved). With
   // `load` the visitor fills the data, and what a checkpoint load needs afterwards is done (kept
   // full parameters gathered again). Collective at stages 1-3 when loading. Finishes a running
   // update first.

@@ -82,21 +82,66 @@ void OptimizerOffload::store_initial(int u) {
   x.release_master();
 }
 
-void OptimizerOffload::visit_unit(int u, bool load,
-                                  const std::function<void(int64_t, int64_t, float*, float*, float*)>& fn) {
+void OptimizerOffload::visit_unit(int u, bool load, const GroupVisitor& fn) {
+  size_t first = 0;
+  while (first < groups_.size() && groups_[first].unit != u) ++first;
+  size_t last = first;
+  while (last < groups_.size() && groups_[last].unit == u) ++last;
+  visit_groups(first, last, load, [&](int, int64_t begin, int64_t n, float* master, float* m, float* v) {
+    fn(begin, n, master, m, v);
+  });
+}
+
+void OptimizerOffload::visit_all(bool load, const UnitGroupVisitor& fn) { visit_groups(0, groups_.size(), load, fn); }
+
+void OptimizerOffload::visit_groups(size_t first, size_t last, bool load, const UnitGroupVisitor& fn) {
   if (active()) throw std::logic_error("optimizer offload: states visited during an update");
-  for (const Group& g : groups_) {
-    if (g.unit != u) continue;
-    char* base = static_cast<char*>(store_->resident(g.record));
-    const bool moved = base == nullptr;  // nvme: through the first buffer
-    if (moved) {
-      base = buffers_.at(0).as<char>();
-      if (!load) store_->read(g.record, base).wait();
-    }
+  auto visit = [&](size_t k, char* base) {
     float *master, *m, *v;
-    arrays(g, base, master, m, v);
-    fn(g.begin, g.end - g.begin, master, m, v);
-    if (moved && load) store_->write(g.record, base).wait();
+    arrays(groups_[k], base, master, m, v);
+    fn(groups_[k].unit, groups_[k].begin, groups_[k].end - groups_[k].begin, master, m, v);
+  };
+  if (!engine_) {  // host memory: where they lie
+    for (size_t k = first; k < last; ++k) visit(k, static_cast<char*>(store_->resident(groups_[k].record)));
+    return;
+  }
+  // nvme, through every buffer: a save reads ahead of the visitor, a load writes behind it.
+  struct InFlight {
+    size_t group;
+    int buffer;
+    SwapOp op;
+  };
+  std::deque<InFlight> in_flight;  // an op left when the visitor throws waits in its destructor
+  std::deque<int> free;
+  for (int b = 0; b < static_cast<int>(buffers_.size()); ++b) free.push_back(b);
+  size_t next = first;  // the next group to read (save)
+  for (size_t k = first; k < last; ++k) {
+    if (load) {
+      if (free.empty()) {
+        in_flight.front().op.wait();
+        free.push_back(in_flight.front().buffer);
+        in_flight.pop_front();
+      }
+      const int b = free.front();
+      free.pop_front();
+      visit(k, buffers_[size_t(b)].as<char>());
+      in_flight.push_back({k, b, store_->write(groups_[k].record, buffers_[size_t(b)].data())});
+    } else {
+      for (; next < last && !free.empty(); ++next) {
+        const int b = free.front();
+        free.pop_front();
+        in_flight.push_back({next, b, store_->read(groups_[next].record, buffers_[size_t(b)].data())});
+      }
+      InFlight f = std::move(in_flight.front());
+      in_flight.pop_front();
+      f.op.wait();
+      visit(k, buffers_[size_t(f.buffer)].as<char>());
+      free.push_back(f.buffer);
+    }
+  }
+  while (!in_flight.empty()) {
+    in_flight.front().op.wait();
+    in_flight.pop_front();
   }
 }
 

@@ -66,8 +66,13 @@ class OptimizerOffload {
 
   // Unit u's states sub-group by sub-group, in order: `fn(begin, n, master, m, v)` (master null
   // where it is not offloaded) reads them (save) or, with `load`, fills them, and they are stored.
-  // No update may be running.
-  void visit_unit(int u, bool load, const std::function<void(int64_t, int64_t, float*, float*, float*)>& fn);
+  // On NVMe the reads run ahead of fn and the writes behind it, through every buffer. No update
+  // may be running.
+  using GroupVisitor = std::function<void(int64_t, int64_t, float*, float*, float*)>;
+  void visit_unit(int u, bool load, const GroupVisitor& fn);
+  // The same over every unit's sub-groups in unit order: fn(unit, begin, n, master, m, v).
+  using UnitGroupVisitor = std::function<void(int, int64_t, int64_t, float*, float*, float*)>;
+  void visit_all(bool load, const UnitGroupVisitor& fn);
 
   void set_trace(Trace* t) { trace_ = t; }
   // Where the states are, for the log: "host memory", or the swap file's path.
@@ -82,6 +87,7 @@ class OptimizerOffload {
   // The record's arrays at `base`: master (null where the unit's master is not offloaded), m, v.
   void arrays(const Group& g, char* base, float*& master, float*& m, float*& v) const;
   void update_group(const Group& g, char* base, float lr, float grad_scale, int t);
+  void visit_groups(size_t first, size_t last, bool load, const UnitGroupVisitor& fn);
   bool advance(bool block);  // one step of the pipeline; whether anything moved
   void retire_write();       // the oldest write: waited for, its buffer free again
 

@@ -4,7 +4,7 @@
 # NVMe. One step, then a save (every rank its shard, fsynced, `latest` moved); then a run that
 # resumes from it with the page cache dropped (where permitted) so the load reads the disk. Reports
 # seconds and bytes per rank and the bandwidth, against fio's write and read bandwidth on the same
-# folder (io_uring, O_DIRECT, 1 MiB, depth 8, one job a rank) in the same run. Target: saving at
+# folder (io_uring, O_DIRECT, 1 MiB, depth 8, one job a rank) in the same run, before and after. Target: saving at
 # >= 70% of fio's write bandwidth.
 #   bench/checkpoint_bench.sh [build-dir] [dir]
 set -euo pipefail
@@ -29,6 +29,15 @@ drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null && echo drop
 
 echo "== $(date -u +%F), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "== $work on $(df -T "$work" | awk 'NR==2 {print $1 " (" $2 ")"}')"
+# fio before and after the runs (this disk's bandwidth drifts): the ratio is against their mean.
+yardstick() {
+  for rw in write read; do
+    fio --name=yardstick --directory="$work" --ioengine=io_uring --direct=1 --rw=$rw --bs=1M --iodepth=8 \
+      --size=512M --numjobs=2 --group_reporting --output-format=json > "$dir/fio_${rw}_$1.json"
+  done
+  rm -f "$work"/yardstick*
+}
+yardstick before
 results="$dir/results"
 for mode in memory nvme; do
   off=()
@@ -46,17 +55,16 @@ for mode in memory nvme; do
   echo "$mode $bytes $save_s $load_s $cache" >> "$results"
   rm -rf "$ck"
 done
-for rw in write read; do
-  fio --name=yardstick --directory="$work" --ioengine=io_uring --direct=1 --rw=$rw --bs=1M --iodepth=8 \
-    --size=512M --numjobs=2 --group_reporting --output-format=json > "$dir/fio_$rw.json"
-done
-rm -f "$work"/yardstick*
+yardstick after
 
 /usr/bin/python3 - "$dir" <<'PY'
 import json, os, sys
 d = sys.argv[1]
-fio = {rw: json.load(open(os.path.join(d, f"fio_{rw}.json")))["jobs"][0][rw]["bw_bytes"] for rw in ("write", "read")}
-print(f"\nfio (2 jobs, 1 MiB, depth 8): write {fio['write'] / 1e9:.2f} GB/s, read {fio['read'] / 1e9:.2f} GB/s")
+bw = {(rw, w): json.load(open(os.path.join(d, f"fio_{rw}_{w}.json")))["jobs"][0][rw]["bw_bytes"]
+      for rw in ("write", "read") for w in ("before", "after")}
+fio = {rw: (bw[rw, "before"] + bw[rw, "after"]) / 2 for rw in ("write", "read")}
+print("\nfio (2 jobs, 1 MiB, depth 8), before / after / mean: " + "; ".join(
+    f"{rw} {bw[rw, 'before'] / 1e9:.2f} / {bw[rw, 'after'] / 1e9:.2f} / {fio[rw] / 1e9:.2f} GB/s" for rw in ("write", "read")))
 print("| states | bytes per rank | save s | save GB/s (2 ranks) | x fio write | load s | load GB/s | x fio read | page cache before load |")
 print("|---|---|---|---|---|---|---|---|---|")
 for line in open(os.path.join(d, "results")):

@@ -102,6 +102,9 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
 }
 
 double Trainer::save() {
+  // An update still running behind ([Note: update behind the next forward]) is the step's I/O,
+  // not the save's: it ends before the save's clock starts.
+  engine_->finish_update();
   const auto t0 = std::chrono::steady_clock::now();
   TrainPosition p;
   p.steps_done = steps_done_;

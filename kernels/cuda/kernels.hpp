@@ -9,7 +9,9 @@
 // gradient outputs and skips a null gradient pointer.
 //
 // Launches are asynchronous on `stream`; each checks the launch and throws CudaError naming the
-// kernel. Nothing synchronises the device.
+// kernel. Nothing synchronises the device. Ops allocate nothing: those that need temporary device
+// memory take a `scratch` argument, sized by a function or constant beside them; calls that may
+// run at the same time (other streams) need scratch of their own.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,17 +42,29 @@ void check_launch(const char* kernel);
 template <class T>
 void encoder_forward(T* out, const int32_t* inp, const T* wte, const T* wpe, int B, int T_, int C, int row0, int rows,
                      cudaStream_t s);
+// dwte's rows repeat across positions; to add them in a fixed order without atomics the backward
+// sorts the positions by row on the device ([Note: deterministic encoder backward] in
+// encoder.cu), in `scratch`: at least encoder_backward_scratch_bytes(B, T_, rows) bytes of device
+// memory (any alignment), unused (may be null) when dwte is null. Throws std::invalid_argument if
+// it is too small.
+size_t encoder_backward_scratch_bytes(int B, int T_, int rows);
 template <class T>
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B, int T_, int C, int row0, int rows,
-                      cudaStream_t s);
+                      void* scratch, size_t scratch_bytes, cudaStream_t s);
 
 // ---- layernorm over rows of (N,C); mean, rstd (N) f32 ----
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
                        cudaStream_t s);
+// dweight and dbias sum over the N rows in per-block partials, added in a fixed order (the
+// result repeats bit for bit): `scratch` holds layernorm_backward_scratch_floats(N, C) floats of
+// device memory, unused (may be null) when dweight and dbias are both null.
+// Both forward and backward take 16-byte packs where C % (16 / sizeof(T)) == 0 and the pointers
+// are 16-byte aligned, single elements otherwise.
+size_t layernorm_backward_scratch_floats(int N, int C);
 template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                        const float* mean, const float* rstd, int N, int C, cudaStream_t s);
+                        const float* mean, const float* rstd, int N, int C, float* scratch, cudaStream_t s);
 // The residual add fused in front of the layernorm (the block's second norm, and the next
 // block's first): residual = a + b, out = layernorm(residual).
 template <class T>
@@ -83,6 +97,9 @@ void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, co
 // ---- fused softmax cross-entropy over a padded vocabulary (logits (N,Vp), one part) ----
 // losses (N), lse (N) f32; returns nothing: the count of rows is counted on the host by the
 // caller from the targets. d(logits) is written over the logits (scale * (softmax - onehot)).
+// Classes are [0,V); the padded columns [V,Vp) are ignored (the backward writes 0 there), and a
+// row whose target is ignore_index has loss 0 and gradient 0. A target outside [0,V) that is not
+// ignore_index gives the row a NaN loss (no host synchronisation to throw from) and no onehot.
 template <class T>
 void crossentropy_forward(float* losses, float* lse, const T* logits, const int32_t* targets, int N, int V, int Vp,
                           int ignore_index, cudaStream_t s);
@@ -96,13 +113,18 @@ void crossentropy_backward(T* logits, const float* lse, const int32_t* targets, 
 template <class T>
 void adamw_update(float* master, T* params, const T* grads, float* m, float* v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, int t, float grad_scale, cudaStream_t s);
-// *out (one double, device memory) += sum of x[i]^2, for the global gradient norm.
+// *out (one double, device memory) += sum of x[i]^2, for the global gradient norm. A fixed grid
+// writes one partial per block to `scratch` (kSumSquaresScratch doubles of device memory) and
+// one block adds them in order: the sum repeats bit for bit for the same n.
+inline constexpr size_t kSumSquaresScratch = 512;
 template <class T>
-void sum_squares(double* out, const T* x, size_t n, cudaStream_t s);
-// *flag (one int, device memory) is set to 1 if any of x is inf or NaN.
+void sum_squares(double* out, const T* x, size_t n, double* scratch, cudaStream_t s);
+// *flag (one int, device memory) is set to 1 if any of x is inf or NaN; it is never cleared.
 template <class T>
 void any_nonfinite(int* flag, const T* x, size_t n, cudaStream_t s);
-// out = in converted between f32, bf16 and f16 (round to nearest even); the same dtype copies.
+// out = in converted between f32, bf16 and f16 (round to nearest even, NaN stays NaN), bit for bit
+// what cpu::cast gives; the same dtype copies. Like cpu::cast, throws std::invalid_argument for
+// any other pair (bf16 <-> f16, integer dtypes).
 void cast(void* out, DType to, const void* in, DType from, size_t n, cudaStream_t s);
 
 }  // namespace zt::cuda

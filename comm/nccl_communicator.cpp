@@ -212,6 +212,18 @@ class NcclWork final : public Work {
       : s_(std::move(s)), done_event_(std::move(done)), what_(std::move(what)), keep_(std::move(keep)),
         timeout_(timeout) {}
 
+  // A Work dropped before its collective was seen to complete gives its buffers back to the
+  // caching allocator, which may hand them out again at once on the default stream they came from
+  // ([Note: stream-ordered reuse] in tensor/block_pool.cpp): that stream waits for the collective.
+  ~NcclWork() override {
+    if (keep_.empty()) return;
+    int current = -1;
+    cudaGetDevice(&current);
+    if (current != s_->device) cudaSetDevice(s_->device);
+    if (cudaStreamWaitEvent(nullptr, done_event_.get(), 0) != cudaSuccess) cudaGetLastError();
+    if (current >= 0 && current != s_->device) cudaSetDevice(current);
+  }
+
   void wait() override {
     std::lock_guard lock(m_);
     if (finished()) return;

@@ -1,22 +1,13 @@
 // GELU and the residual add: one pass over 16-byte packs (a grid-stride loop), a scalar path for
 // views that are not 16-byte aligned and for the tail. Twins of kernels/cpu/elementwise.cpp.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gelu.cuh"
 
 namespace zt::cuda {
 
 namespace {
 
-constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float kGeluCube = 0.044715f;
 constexpr unsigned kThreads = 256;
-
-__device__ __forceinline__ float gelu(float x) {
-  return 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCube * x * x * x)));
-}
-__device__ __forceinline__ float gelu_grad(float x) {
-  const float t = tanhf(kGeluScale * (x + kGeluCube * x * x * x));
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
-}
 
 // out[i] = op(in[0][i], ..., in[K-1][i]) for i < n, in f32. Where every pointer is 16-byte
 // aligned each thread moves whole Packs (16-byte loads and stores); otherwise (views at odd

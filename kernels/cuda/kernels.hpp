@@ -71,6 +71,25 @@ template <class T>
 void fused_residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, const T* a, const T* b,
                                       const T* weight, const T* bias, int N, int C, cudaStream_t s);
 
+// ---- matmul (the linear layer) through cuBLASLt, f32 compute (no TF32) ----
+// out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias (OC; may be null). With pre_gelu (N,OC) the GELU
+// is fused (cuBLASLt's GELU_AUX epilogues): pre_gelu receives the pre-activation and out its
+// gelu (tanh approximation).
+// Throws std::invalid_argument unless: bf16: C and OC multiples of 8 and every pointer 16-byte
+// aligned; with the GELU: OC a multiple of 8 (in f32 too).
+// GEMMs of one device share one workspace: ops issued on different streams run one after the
+// other ([Note: one workspace, many streams] in kernels/cuda/cublaslt.cpp).
+template <class T>
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, cudaStream_t s,
+                    T* pre_gelu = nullptr);
+// dinp (N,C) += g @ weight, dweight (OC,C) += g^T @ inp, dbias (OC) += column sums of g (f32,
+// deterministic), where g = dout, or with pre_gelu (the forward fused the GELU) g = dout *
+// gelu'(pre_gelu), which is written to dpre_gelu (N,OC; required then; it may be dout itself,
+// which is then overwritten) and stays there as d(pre-activation). Null gradients are skipped.
+template <class T>
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C,
+                     int OC, cudaStream_t s, const T* pre_gelu = nullptr, T* dpre_gelu = nullptr);
+
 // ---- GELU (tanh approximation) and the residual add ----
 template <class T>
 void gelu_forward(T* out, const T* inp, size_t n, cudaStream_t s);

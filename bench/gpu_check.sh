@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The GPU checks in one call of the lent machine (see /work/.library/device): builds ztrain in a
+# fresh build dir (CUDA on; MPI and io_uring off, which that machine lacks), runs the CUDA kernel
+# and NCCL tests, then bench/gpu_kernels (every kernel against the copy and GEMM ceilings) and
+# bench/gpu_step (a GPT-2 step, MFU), each under a timeout. Full logs go to $OUT; a short table is
+# printed last. It carries on past a failing step to the table, and exits 1 if any step failed.
+#
+# That machine has no Eigen, doctest or nlohmann-json and nothing can be fetched there: run
+# scripts/vendor-headers.sh here first and carry `vendor`. Where it has no pkg-config,
+# scripts/pkg-config-lite.py reads the vendored .pc files; where its toolkit has no NCCL, the one in
+# Python's nvidia-nccl wheel is used, and failing that the build goes on without NCCL (test_nccl is
+# then reported as not built).
+#
+#   usage (repository root): OUT=/some/dir bash bench/gpu_check.sh
+#   (ZT_GPU_BUILD: the build dir, /tmp/ztrain-gpu-build; ZT_JOBS: 16; ZT_BUILD_TIMEOUT: 240 s)
+set -u
+root=$(pwd)
+OUT=${OUT:-$root/gpu-check-out}
+mkdir -p "$OUT"
+build=${ZT_GPU_BUILD:-/tmp/ztrain-gpu-build}
+jobs=${ZT_JOBS:-16}
+summary=$OUT/summary.txt
+: >"$summary"
+status=0
+note() { echo "$*" | tee -a "$summary"; }
+
+if [ ! -d "$root/vendor/pkgconfig" ]; then
+  echo "gpu_check: $root/vendor/pkgconfig missing: run scripts/vendor-headers.sh and carry vendor" >&2
+  exit 2
+fi
+export PKG_CONFIG_PATH=$root/vendor/pkgconfig PKG_CONFIG_LIBDIR=$root/vendor/pkgconfig
+command -v pkg-config >/dev/null || export PKG_CONFIG=$root/scripts/pkg-config-lite.py
+if command -v meson >/dev/null; then meson=(meson); else meson=(python3 -m mesonbuild.mesonmain); fi
+if command -v ninja >/dev/null; then ninja=(ninja); else ninja=(python3 -m ninja); fi
+
+# NCCL from the pip wheel where the toolkit has none: gcc finds it through CPATH and LIBRARY_PATH
+# (meson's find_library asks gcc for its search dirs), the loader through LD_LIBRARY_PATH. The
+# wheel ships libnccl.so.2 alone, so an unversioned link is made for the linker.
+cuda_home=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+if [ ! -e "$cuda_home/include/nccl.h" ]; then
+  nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+  if [ -n "$nccl" ] && [ -e "$nccl/include/nccl.h" ]; then
+    mkdir -p /tmp/ztrain-nccl-link
+    ln -sf "$(ls "$nccl"/lib/libnccl.so* | head -1)" /tmp/ztrain-nccl-link/libnccl.so
+    export CPATH=$nccl/include${CPATH:+:$CPATH}
+    export LIBRARY_PATH=/tmp/ztrain-nccl-link:$nccl/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
+    export LD_LIBRARY_PATH=$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    note "nccl: from $nccl"
+  fi
+fi
+
+# step NAME SECONDS COMMAND...: runs it with its log in $OUT/NAME.log; notes ok / skipped / FAIL.
+step() {
+  local name=$1 secs=$2
+  shift 2
+  local t0=$SECONDS
+  timeout -k 5 "$secs" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  local took=$((SECONDS - t0)) what
+  case $rc in
+    0) what=ok ;;
+    77) what=skipped ;;
+    124 | 137) what="FAIL (timeout ${secs}s)"; status=1 ;;
+    *) what="FAIL (exit $rc)"; status=1 ;;
+  esac
+  note "$(printf '%-18s %-22s %4ss' "$name" "$what" "$took")"
+  return $rc
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+  --format=csv >"$OUT/gpu.log" 2>&1
+rm -rf "$build"
+opts=(--buildtype=release -Dwerror=false -Dmpi=disabled -During=disabled)
+if ! step configure 120 "${meson[@]}" setup "$build" "${opts[@]}" -Dcuda=enabled; then
+  mv "$OUT/configure.log" "$OUT/configure-enabled.log"
+  rm -rf "$build"
+  status=0  # judged by what the second try builds: a missing NCCL shows as test_nccl not built
+  step configure 120 "${meson[@]}" setup "$build" "${opts[@]}" -Dcuda=auto
+fi
+targets=()
+for t in tests/test_cuda_kernels tests/test_nccl bench/gpu_kernels bench/gpu_step; do
+  # those this configuration lacks are reported as not built below
+  "${ninja[@]}" -C "$build" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
+done
+[ ${#targets[@]} -gt 0 ] && step build "${ZT_BUILD_TIMEOUT:-240}" "${ninja[@]}" -C "$build" -j"$jobs" "${targets[@]}"
+
+run() {  # dir name seconds: the program $build/dir/name, where it was built
+  if [ -x "$build/$1/$2" ]; then step "$2" "$3" "$build/$1/$2"; else
+    note "$(printf '%-18s %-22s' "$2" "FAIL (not built)")"
+    status=1
+  fi
+}
+run tests test_cuda_kernels 150
+run tests test_nccl 45
+run bench gpu_kernels 90
+run bench gpu_step 90
+
+echo
+echo "==== test cases (doctest) ===="
+grep -h "test cases:" "$OUT/test_cuda_kernels.log" 2>/dev/null | tail -1
+grep -h -A3 "ERROR\|FAILED" "$OUT/test_cuda_kernels.log" 2>/dev/null | head -20
+echo "==== gpu_kernels ===="
+tail -36 "$OUT/gpu_kernels.log" 2>/dev/null
+echo "==== gpu_step ===="
+grep -h "^RESULT\|^#\|LOSS\|gpu_step:" "$OUT/gpu_step.log" 2>/dev/null
+echo "==== steps (logs in $OUT) ===="
+cat "$summary"
+exit $status

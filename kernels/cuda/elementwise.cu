@@ -1,6 +1,6 @@
 // GELU and the residual add: one pass over 16-byte packs (a grid-stride loop), a scalar path for
 // views that are not 16-byte aligned and for the tail. Twins of kernels/cpu/elementwise.cpp.
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/vec.cuh"
 #include "kernels/cuda/gelu.cuh"
 
 namespace zt::cuda {
@@ -20,32 +20,28 @@ struct Args {
 
 template <bool Vector, class T, int K, class Op>
 __global__ void map_kernel(Args<T, K> a, size_t n, Op op) {
-  const size_t stride = size_t{gridDim.x} * blockDim.x;
-  size_t first = size_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if constexpr (Vector) {
-    constexpr int W = Pack<T>::n;
-    const size_t packs = n / W;
-    for (size_t p = first; p < packs; p += stride) {
-      Pack<T> x[K], y;
+  constexpr int W = Vector ? Pack<T>::n : 1;
+  grid_stride<W>(
+      n,
+      [&](size_t i) {
+        float x[K][W], y[W];
 #pragma unroll
-      for (int k = 0; k < K; ++k) x[k] = reinterpret_cast<const Pack<T>*>(a.in[k])[p];
+        for (int k = 0; k < K; ++k) load_f32<W>(x[k], a.in[k] + i);
 #pragma unroll
-      for (int j = 0; j < W; ++j) {
+        for (int j = 0; j < W; ++j) {
+          float v[K];
+#pragma unroll
+          for (int k = 0; k < K; ++k) v[k] = x[k][j];
+          y[j] = op(v);
+        }
+        store_f32<W>(a.out + i, y);
+      },
+      [&](size_t i) {
         float v[K];
 #pragma unroll
-        for (int k = 0; k < K; ++k) v[k] = to_f32(x[k].v[j]);
-        y.v[j] = from_f32<T>(op(v));
-      }
-      reinterpret_cast<Pack<T>*>(a.out)[p] = y;
-    }
-    first += packs * W;
-  }
-  for (size_t i = first; i < n; i += stride) {
-    float v[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) v[k] = to_f32(a.in[k][i]);
-    a.out[i] = from_f32<T>(op(v));
-  }
+        for (int k = 0; k < K; ++k) v[k] = to_f32(a.in[k][i]);
+        a.out[i] = from_f32<T>(op(v));
+      });
 }
 
 template <class T, int K, class Op>

@@ -64,20 +64,16 @@ __global__ void adamw_kernel(float* master, T* params, const T* grads, float* m,
 // whole 16-byte packs where Vector, then the tail one at a time.
 template <bool Vector, class T, class F>
 __device__ __forceinline__ void for_each_f32(const T* x, size_t n, F&& f) {
-  const size_t stride = size_t{gridDim.x} * blockDim.x;
-  size_t first = size_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if constexpr (Vector) {
-    constexpr int W = Pack<T>::n;
-    const size_t packs = n / W;
-    for (size_t q = first; q < packs; q += stride) {
-      float v[W];
-      load_f32<W>(v, x + q * W);
+  constexpr int W = Vector ? Pack<T>::n : 1;
+  grid_stride<W>(
+      n,
+      [&](size_t i) {
+        float v[W];
+        load_f32<W>(v, x + i);
 #pragma unroll
-      for (int j = 0; j < W; ++j) f(v[j]);
-    }
-    first += packs * W;
-  }
-  for (size_t i = first; i < n; i += stride) f(to_f32(x[i]));
+        for (int j = 0; j < W; ++j) f(v[j]);
+      },
+      [&](size_t i) { f(to_f32(x[i])); });
 }
 
 // partial[block] = the block's sum of x^2 in double, over a grid of kSumSquaresScratch blocks.

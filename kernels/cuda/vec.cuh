@@ -33,6 +33,20 @@ __device__ __forceinline__ void store_f32(T* p, const float (&f)[W]) {
   *reinterpret_cast<Vec<W, T>*>(p) = x;
 }
 
+// A grid-stride pass over [0, n) shared by this thread's block: packs(i) for each whole run of W
+// elements starting at i (W > 1: the 16-byte path), then single(i) for each element left over.
+template <int W, class Packs, class Single>
+__device__ __forceinline__ void grid_stride(size_t n, Packs&& packs, Single&& single) {
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  size_t first = size_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if constexpr (W > 1) {
+    const size_t whole = n / W;
+    for (size_t q = first; q < whole; q += stride) packs(q * W);
+    first += whole * W;
+  }
+  for (size_t i = first; i < n; i += stride) single(i);
+}
+
 // x as T stores it, back in f32 (what a later load of a stored x gives).
 template <class T>
 __device__ __forceinline__ float round_to(float x) {

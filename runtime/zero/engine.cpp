@@ -89,8 +89,7 @@ void ZeroEngine::visit_state(const StateVisitor& visit, bool load) {
   for (int u = 0; u < U; ++u) {
     ShardedUnit& x = units_[u];
     const bool away = param_offload_ && x.param_offloaded();
-    for (int k = u + 1; k <= std::min(U - 1, u + ahead); ++k)
-      if (units_[k].param_offloaded()) param_offload_->fetch(k);
+    for (int k = u + 1; k <= std::min(U - 1, u + ahead); ++k) param_offload_->fetch(k);  // a no-op for kept units
     if (away) {
       if (load) param_offload_->make_room(u);
       else param_offload_->ready(u);

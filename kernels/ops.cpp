@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/backend.hpp"
 
 namespace zt::ops {
 
@@ -14,15 +14,31 @@ void require(bool ok, const char* op, const std::string& what) {
   if (!ok) throw std::invalid_argument(std::string(op) + ": " + what);
 }
 
-// Only the CPU kernels exist so far; the CUDA twins plug in here, chosen by the tensors' device.
-void require_cpu(const char* op, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (t->defined() && t->device() != Device::cpu) throw std::invalid_argument(std::string(op) + ": no kernel for device cuda yet");
+// The backend of the tensors' device; every defined one must be on it.
+const Backend& backend_of(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    if (!first) first = t;
+    require(t->device() == first->device(), op,
+            "tensors on " + std::string(device_name(first->device())) + " and " + std::string(device_name(t->device())));
+  }
+  const Backend& b = backend(first ? first->device() : Device::cpu);
+  if (first) require(b.computes_in(first->dtype()), op, "no kernels for dtype " + std::string(dtype_name(first->dtype())) +
+                                                            " on " + std::string(device_name(b.device())));
+  return b;
 }
 
-float* grad_ptr(const Tensor& t) { return t.requires_grad() ? t.ensure_grad().data<float>() : nullptr; }
+// The gradient of t, created zeroed beside it on first use; undefined when t wants none.
+Tensor grad_of(const Tensor& t) { return t.requires_grad() ? t.ensure_grad() : Tensor(); }
 
-Tensor activation(const Shape& s) { return Tensor::empty(s, DType::f32, MemCategory::activations); }
+// An activation beside `like` (same device and dtype unless given).
+Tensor activation(const Tensor& like, const Shape& s) {
+  return Tensor::empty(s, like.dtype(), MemCategory::activations, like.allocator());
+}
+Tensor statistic(const Tensor& like, const Shape& s) {
+  return Tensor::empty(s, DType::f32, MemCategory::activations, like.allocator());
+}
 
 // An op records only when the tape records and some input wants a gradient.
 bool tracks(const Tape& tape, std::initializer_list<const Tensor*> inputs) {
@@ -33,10 +49,15 @@ bool tracks(const Tape& tape, std::initializer_list<const Tensor*> inputs) {
 }
 
 // The output's grad slot must exist before the backward closure captures the tensor.
-Tensor output(bool track, const Shape& s) {
-  Tensor t = activation(s);
+Tensor output(bool track, const Tensor& like, const Shape& s) {
+  Tensor t = activation(like, s);
   if (track) t.set_requires_grad(true, false);
   return t;
+}
+
+// Integer ids for a kernel on `like`'s device: `ids` itself when it is there already, else a copy.
+Tensor ids_beside(const Tensor& ids, const Tensor& like) {
+  return ids.device() == like.device() ? ids : ids.to(like.allocator(), MemCategory::activations);
 }
 
 int rows_of(const Tensor& x) { return static_cast<int>(x.numel() / x.dim(-1)); }
@@ -45,107 +66,97 @@ int rows_of(const Tensor& x) { return static_cast<int>(x.numel() / x.dim(-1)); }
 
 Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0) {
   Tape::Timer timer(tape, "embedding");
-  require_cpu("embedding", {&tokens, &wte, &wpe});
   require(tokens.ndim() == 2 && tokens.dtype() == DType::i32, "embedding", "tokens must be (B,T) i32");
   require(wte.defined() || wpe.defined(), "embedding", "needs wte or wpe");
+  const Backend& be = backend_of("embedding", {&wte, &wpe});
   const Tensor& table = wte.defined() ? wte : wpe;
-  const int B = static_cast<int>(tokens.dim(0)), T = static_cast<int>(tokens.dim(1)), C = static_cast<int>(table.dim(1));
+  const int64_t B = tokens.dim(0), T = tokens.dim(1), C = table.dim(1);
   if (wpe.defined())
     require(T <= wpe.dim(0), "embedding",
             "sequence length " + std::to_string(T) + " exceeds max_seq_len " + std::to_string(wpe.dim(0)));
-  const int32_t* tok = tokens.data<int32_t>();
-  for (int64_t i = 0, n = tokens.numel(); i < n; ++i)  // the model checks the upper bound: wte may be a part
-    require(tok[i] >= 0, "embedding", "token id " + std::to_string(tok[i]) + " is negative");
-  const int rows = wte.defined() ? static_cast<int>(wte.dim(0)) : 0;
+  if (tokens.device() == Device::cpu) {  // ids already on a device were checked before they went there
+    const int32_t* tok = tokens.data<int32_t>();
+    for (int64_t i = 0, n = tokens.numel(); i < n; ++i)  // the model checks the upper bound: wte may be a part
+      require(tok[i] >= 0, "embedding", "token id " + std::to_string(tok[i]) + " is negative");
+  }
+  const Tensor ids = ids_beside(tokens, table);
   const bool track = tracks(tape, {&wte, &wpe});
-  Tensor out = output(track, {B, T, C});
-  cpu::encoder_forward(out.data<float>(), tok, wte.defined() ? wte.data<float>() : nullptr,
-                       wpe.defined() ? wpe.data<float>() : nullptr, B, T, C, static_cast<int>(row0), rows);
+  Tensor out = output(track, table, {B, T, C});
+  be.encoder_forward(out, ids, wte, wpe, static_cast<int>(row0));
   if (track)
-    tape.record("embedding", {out}, [out, tokens, wte, wpe, B, T, C, row0, rows] {
-      cpu::encoder_backward(wte.defined() ? grad_ptr(wte) : nullptr, wpe.defined() ? grad_ptr(wpe) : nullptr,
-                            out.grad().data<float>(), tokens.data<int32_t>(), B, T, C, static_cast<int>(row0), rows);
+    tape.record("embedding", {out}, [&be, out, ids, wte, wpe, row0] {
+      be.encoder_backward(grad_of(wte), grad_of(wpe), out.grad(), ids, static_cast<int>(row0));
     });
   return out;
 }
 
 Tensor layernorm(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tape::Timer timer(tape, "layernorm");
-  require_cpu("layernorm", {&x, &weight, &bias});
-  const int C = static_cast<int>(x.dim(-1)), N = rows_of(x);
+  const Backend& be = backend_of("layernorm", {&x, &weight, &bias});
+  const int64_t C = x.dim(-1), N = rows_of(x);
   require(weight.numel() == C && bias.numel() == C, "layernorm", "weight and bias must have C elements");
   const bool track = tracks(tape, {&x, &weight, &bias});
-  Tensor out = output(track, x.shape());
-  Tensor mean = activation({N}), rstd = activation({N});
-  cpu::layernorm_forward(out.data<float>(), mean.data<float>(), rstd.data<float>(), x.data<float>(),
-                         weight.data<float>(), bias.data<float>(), N, C);
-  if (track) tape.record("layernorm", {out}, [out, x, weight, bias, mean, rstd, N, C] {
-    cpu::layernorm_backward(grad_ptr(x), grad_ptr(weight), grad_ptr(bias), out.grad().data<float>(),
-                            x.data<float>(), weight.data<float>(), mean.data<float>(), rstd.data<float>(), N, C);
+  Tensor out = output(track, x, x.shape());
+  Tensor mean = statistic(x, {N}), rstd = statistic(x, {N});
+  be.layernorm_forward(out, mean, rstd, x, weight, bias);
+  if (track) tape.record("layernorm", {out}, [&be, out, x, weight, bias, mean, rstd] {
+    be.layernorm_backward(grad_of(x), grad_of(weight), grad_of(bias), out.grad(), x, weight, mean, rstd);
   });
   return out;
 }
 
 Tensor linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tape::Timer timer(tape, "matmul");
-  require_cpu("linear", {&x, &weight, &bias});
-  const int C = static_cast<int>(x.dim(-1)), N = rows_of(x), OC = static_cast<int>(weight.dim(0));
+  const Backend& be = backend_of("linear", {&x, &weight, &bias});
+  const int64_t C = x.dim(-1), OC = weight.dim(0);
   require(weight.ndim() == 2 && weight.dim(1) == C, "linear",
           "weight " + shape_str(weight.shape()) + " does not take input " + shape_str(x.shape()));
   require(!bias.defined() || bias.numel() == OC, "linear", "bias must have OC elements");
   Shape s = x.shape();
   s.back() = OC;
   const bool track = tracks(tape, {&x, &weight, &bias});
-  Tensor out = output(track, s);
-  cpu::matmul_forward(out.data<float>(), x.data<float>(), weight.data<float>(),
-                      bias.defined() ? bias.data<float>() : nullptr, N, C, OC);
-  if (track) tape.record("matmul", {out}, [out, x, weight, bias, N, C, OC] {
-    cpu::matmul_backward(grad_ptr(x), grad_ptr(weight), bias.defined() ? grad_ptr(bias) : nullptr,
-                         out.grad().data<float>(), x.data<float>(), weight.data<float>(), N, C, OC);
+  Tensor out = output(track, x, s);
+  be.matmul_forward(out, x, weight, bias);
+  if (track) tape.record("matmul", {out}, [&be, out, x, weight, bias] {
+    be.matmul_backward(grad_of(x), grad_of(weight), grad_of(bias), out.grad(), x, weight);
   });
   return out;
 }
 
 Tensor attention(Tape& tape, const Tensor& qkv, int n_head) {
   Tape::Timer timer(tape, "attention");
-  require_cpu("attention", {&qkv});
+  const Backend& be = backend_of("attention", {&qkv});
   require(qkv.ndim() == 3 && qkv.dim(2) % 3 == 0, "attention", "qkv must be (B,T,3C)");
-  const int B = static_cast<int>(qkv.dim(0)), T = static_cast<int>(qkv.dim(1)), C = static_cast<int>(qkv.dim(2) / 3);
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
   require(n_head > 0 && C % n_head == 0, "attention", "C must divide by the number of heads");
   const bool track = tracks(tape, {&qkv});
-  Tensor out = output(track, {B, T, C});
-  Tensor att = activation({B, n_head, T, T});
-  cpu::attention_forward(out.data<float>(), att.data<float>(), qkv.data<float>(), B, T, C, n_head);
+  Tensor out = output(track, qkv, {B, T, C});
+  Tensor saved = be.attention_forward(out, qkv, n_head);
   if (track)
-    tape.record("attention", {out}, [out, qkv, att, B, T, C, n_head] {
-      cpu::attention_backward(grad_ptr(qkv), out.grad().data<float>(), qkv.data<float>(), att.data<float>(), B, T, C, n_head);
+    tape.record("attention", {out}, [&be, out, qkv, saved, n_head] {
+      be.attention_backward(grad_of(qkv), out.grad(), qkv, out, saved, n_head);
     });
   return out;
 }
 
 Tensor gelu(Tape& tape, const Tensor& x) {
   Tape::Timer timer(tape, "gelu");
-  require_cpu("gelu", {&x});
+  const Backend& be = backend_of("gelu", {&x});
   const bool track = tracks(tape, {&x});
-  Tensor out = output(track, x.shape());
-  cpu::gelu_forward(out.data<float>(), x.data<float>(), static_cast<size_t>(x.numel()));
-  if (track)
-    tape.record("gelu", {out}, [out, x] {
-      cpu::gelu_backward(grad_ptr(x), x.data<float>(), out.grad().data<float>(), static_cast<size_t>(x.numel()));
-    });
+  Tensor out = output(track, x, x.shape());
+  be.gelu_forward(out, x);
+  if (track) tape.record("gelu", {out}, [&be, out, x] { be.gelu_backward(grad_of(x), x, out.grad()); });
   return out;
 }
 
 Tensor add(Tape& tape, const Tensor& a, const Tensor& b) {
   Tape::Timer timer(tape, "residual");
-  require_cpu("add", {&a, &b});
+  const Backend& be = backend_of("add", {&a, &b});
   require(a.shape() == b.shape(), "add", shape_str(a.shape()) + " + " + shape_str(b.shape()));
   const bool track = tracks(tape, {&a, &b});
-  Tensor out = output(track, a.shape());
-  cpu::residual_forward(out.data<float>(), a.data<float>(), b.data<float>(), static_cast<size_t>(a.numel()));
-  if (track) tape.record("residual", {out}, [out, a, b] {
-    cpu::residual_backward(grad_ptr(a), grad_ptr(b), out.grad().data<float>(), static_cast<size_t>(a.numel()));
-  });
+  Tensor out = output(track, a, a.shape());
+  be.residual_forward(out, a, b);
+  if (track) tape.record("residual", {out}, [&be, out, a, b] { be.residual_backward(grad_of(a), grad_of(b), out.grad()); });
   return out;
 }
 
@@ -153,6 +164,10 @@ Tensor add(Tape& tape, const Tensor& a, const Tensor& b) {
 // each row's logsumexp, and nothing reads the logits after this op's backward (the head's matmul
 // backward needs its input and weight, not its output). So the backward writes d(logits) over the
 // logits and hands that memory to the tape as their gradient: one (B,T,Vp) buffer, not two.
+//
+// The targets are checked and counted on the host, and the per-row losses come back to the host
+// and are summed there in order, as llm.c does: the mean is the same number on every device,
+// and the loss is a host scalar, so the backward's seed needs no device round trip.
 Tensor cross_entropy(Tape& tape, const Tensor& logits, const Tensor& targets, int V, int ignore_index) {
   return cross_entropy(tape, std::vector<Tensor>{logits}, targets, V, ignore_index);
 }
@@ -160,40 +175,40 @@ Tensor cross_entropy(Tape& tape, const Tensor& logits, const Tensor& targets, in
 Tensor cross_entropy(Tape& tape, const std::vector<Tensor>& parts, const Tensor& targets, int V, int ignore_index) {
   Tape::Timer timer(tape, "crossentropy");
   require(!parts.empty(), "cross_entropy", "no logits");
-  for (const Tensor& p : parts) require_cpu("cross_entropy", {&p});
-  require_cpu("cross_entropy", {&targets});
-  const int R = static_cast<int>(parts[0].dim(-1)), K = static_cast<int>(parts.size()), Vp = K * R,
-            N = rows_of(parts[0]);
-  std::vector<const float*> in;
+  const Backend& be = backend_of("cross_entropy", {&parts[0]});
   for (const Tensor& p : parts) {
-    require(p.shape() == parts[0].shape(), "cross_entropy", "logit parts must have one shape");
-    in.push_back(p.data<float>());
+    backend_of("cross_entropy", {&parts[0], &p});
+    require(p.shape() == parts[0].shape() && p.dtype() == parts[0].dtype(), "cross_entropy",
+            "logit parts must have one shape and dtype");
   }
+  const int64_t R = parts[0].dim(-1), K = static_cast<int64_t>(parts.size()), Vp = K * R, N = rows_of(parts[0]);
   require(targets.numel() == N && targets.dtype() == DType::i32, "cross_entropy", "targets must be i32 with one per row");
   require(V >= 1 && V <= Vp, "cross_entropy", "V must be in [1, Vp]");
-  const int32_t* tg = targets.data<int32_t>();
-  for (int i = 0; i < N; ++i)
+  const Tensor host_targets = targets.device() == Device::cpu ? targets : targets.to(cpu_allocator(), MemCategory::activations);
+  const int32_t* tg = host_targets.data<int32_t>();
+  int64_t counted = 0;
+  for (int64_t i = 0; i < N; ++i) {
     require(tg[i] == ignore_index || (tg[i] >= 0 && tg[i] < V), "cross_entropy",
             "target " + std::to_string(tg[i]) + " outside [0, " + std::to_string(V) + ")");
-  Tensor losses = activation({N}), lse = activation({N});
-  const int counted = cpu::crossentropy_forward(losses.data<float>(), lse.data<float>(), in.data(), K, tg, N, V, Vp,
-                                                ignore_index);
+    counted += tg[i] != ignore_index;
+  }
+  const Tensor ids = ids_beside(targets, parts[0]);
+  Tensor losses = statistic(parts[0], {N}), lse = statistic(parts[0], {N});
+  be.crossentropy_forward(losses, lse, parts, ids, V, ignore_index);
+  const Tensor host_losses = losses.device() == Device::cpu ? losses : losses.to(cpu_allocator(), MemCategory::activations);
   double sum = 0.0;
-  const float* l = losses.data<float>();
-  for (int i = 0; i < N; ++i) sum += l[i];
+  const float* l = host_losses.data<float>();
+  for (int64_t i = 0; i < N; ++i) sum += l[i];
   bool track = false;
   for (const Tensor& p : parts) track = track || tracks(tape, {&p});
-  Tensor loss = output(track, {1});
-  loss.data<float>()[0] = counted ? static_cast<float>(sum / counted) : 0.0f;
-  if (track) tape.record("crossentropy", {loss}, [loss, parts, targets, lse, counted, N, V, Vp, ignore_index] {
-    std::vector<float*> d;
-    for (const Tensor& p : parts) {
+  Tensor loss = Tensor::empty({1}, DType::f32, MemCategory::activations);
+  if (track) loss.set_requires_grad(true, false);
+  loss.data<float>()[0] = counted ? static_cast<float>(sum / static_cast<double>(counted)) : 0.0f;
+  if (track) tape.record("crossentropy", {loss}, [&be, loss, parts, ids, lse, counted, V, ignore_index] {
+    for (const Tensor& p : parts)
       if (p.grad().defined()) throw std::logic_error("cross_entropy: logits already have a gradient");
-      d.push_back(p.data<float>());
-    }
     const float scale = counted ? loss.grad().data<float>()[0] / static_cast<float>(counted) : 0.0f;
-    cpu::crossentropy_backward(d.data(), static_cast<int>(d.size()), lse.data<float>(), targets.data<int32_t>(), scale,
-                               N, V, Vp, ignore_index);
+    be.crossentropy_backward(parts, lse, ids, scale, V, ignore_index);
     for (const Tensor& p : parts) p.bind_grad(p);
   });
   return loss;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/backend.hpp"
 #include "kernels/ops.hpp"
 #include "models/init.hpp"
 
@@ -33,6 +34,24 @@ void add_param(UnitLayout& u, std::string name, int layer, Shape shape, bool dec
 
 Shape block_shape(const BlockParam& p, int64_t C) {
   return p.rows_mult ? Shape{p.rows_mult * C, p.cols_mult * C} : Shape{p.cols_mult * C};
+}
+
+// Writes host f32 values into t, rounded to t's dtype, on t's device.
+void store(const Tensor& t, const Tensor& host) {
+  if (t.dtype() == DType::f32) return t.copy_from(host);
+  const Tensor low = Tensor::empty(t.shape(), t.dtype(), MemCategory::other);
+  backend(Device::cpu).cast(low, host);
+  t.copy_from(low);
+}
+
+// t as an f32 host tensor (itself when it is one).
+Tensor to_host_f32(const Tensor& t) {
+  if (t.device() == Device::cpu && t.dtype() == DType::f32) return t;
+  const Tensor here = t.device() == Device::cpu ? t : t.to(cpu_allocator(), MemCategory::activations);
+  if (here.dtype() == DType::f32) return here;
+  Tensor wide = Tensor::empty(t.shape(), DType::f32, MemCategory::activations);
+  backend(Device::cpu).cast(wide, here);
+  return wide;
 }
 
 }  // namespace
@@ -131,20 +150,27 @@ void GPT2::init_unit(int u, uint64_t seed) {
     const bool resid = p.name == "attprojw" || p.name == "fcprojw";
     int64_t rows = p.shape[0];
     if (p.name == "wte") rows = std::clamp<int64_t>(dims_.vocab_size - p.row0, 0, rows);  // padded rows stay zero
-    t.zero();
+    // Drawn in f32 on the host; a device or 16-bit tensor takes the values rounded once.
+    const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
+    const Tensor host = direct ? t : Tensor::empty(p.shape, DType::f32, MemCategory::other);
+    host.zero();
     // A row range of wte draws its part of the whole tensor's stream, so every K gives one model.
-    fill_normal(t.data<float>(), static_cast<size_t>(rows * p.shape[1]), resid ? std_resid : 0.02f, seed,
+    fill_normal(host.data<float>(), static_cast<size_t>(rows * p.shape[1]), resid ? std_resid : 0.02f, seed,
                 static_cast<uint64_t>(p.tensor), static_cast<size_t>(p.row0 * p.shape[1]));
+    if (!direct) store(t, host);
   }
 }
 
-Tensor GPT2::hidden(Tape& tape, const Tensor& tokens) {
+Tensor GPT2::hidden(Tape& tape, const Tensor& host_tokens) {
   const int L = dims_.n_layer, K = wte_units_;
-  const int32_t* tok = tokens.data<int32_t>();
-  for (int64_t i = 0, n = tokens.numel(); i < n; ++i)
+  const int32_t* tok = host_tokens.data<int32_t>();
+  for (int64_t i = 0, n = host_tokens.numel(); i < n; ++i)
     if (tok[i] < 0 || tok[i] >= dims_.padded_vocab_size)
       throw std::invalid_argument("embedding: token id " + std::to_string(tok[i]) + " outside [0, " +
                                   std::to_string(dims_.padded_vocab_size) + ")");
+  // Checked here, then copied once to the parameters' device for the K embedding units.
+  const Tensor& wte = param(0, 0);
+  const Tensor tokens = wte.device() == Device::cpu ? host_tokens : host_tokens.to(wte.allocator(), MemCategory::activations);
   tape.begin_unit(0);
   Tensor x = ops::embedding(tape, tokens, param(0, 0), param(0, 1));
   tape.end_unit(0);
@@ -186,7 +212,8 @@ std::vector<Tensor> GPT2::logit_parts(Tape& tape, const Tensor& tokens) {
 
 Tensor GPT2::logits(Tape& tape, const Tensor& tokens) {
   Tape::NoGrad no_grad(tape);
-  const std::vector<Tensor> parts = logit_parts(tape, tokens);
+  std::vector<Tensor> parts = logit_parts(tape, tokens);
+  for (Tensor& p : parts) p = to_host_f32(p);
   if (parts.size() == 1) return parts[0];
   const int64_t R = parts[0].dim(-1), N = parts[0].numel() / R, K = static_cast<int64_t>(parts.size());
   Shape s = parts[0].shape();

@@ -75,13 +75,15 @@ class GPT2 {
   // engine can initialise unit by unit without holding the whole model.
   void init_unit(int u, uint64_t seed);
 
-  // tokens, targets (B,T) i32 -> mean loss (targets == -1 ignored). Records on the tape.
+  // tokens, targets (B,T) i32 on the host -> mean loss (targets == -1 ignored), a host scalar.
+  // Computes where the bound parameters live (their device and dtype). Records on the tape.
   Tensor forward(Tape& tape, const Tensor& tokens, const Tensor& targets);
-  // tokens (B,T) -> logits (B,T,Vp), for inference: the parts are joined without autograd.
+  // tokens (B,T) -> logits (B,T,Vp) f32 on the host, for inference: the parts are joined without
+  // autograd.
   Tensor logits(Tape& tape, const Tensor& tokens);
 
  private:
-  Tensor hidden(Tape& tape, const Tensor& tokens);
+  Tensor hidden(Tape& tape, const Tensor& host_tokens);
   // The head's K column ranges of the logits, (B,T,Vp/K) each.
   std::vector<Tensor> logit_parts(Tape& tape, const Tensor& tokens);
 

@@ -1,6 +1,7 @@
 #include "tensor/allocator.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,14 @@ MemSnapshot MemAccounting::snapshot() const {
 void MemAccounting::reset_peaks() {
   for (size_t i = 0; i < kMemCategories; ++i) peak_[i].store(current_[i].load());
   total_peak_.store(total_.load());
+}
+
+void Allocator::zero(void* p, size_t bytes) {
+  if (bytes) std::memset(p, 0, bytes);
+}
+
+void Allocator::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
 }
 
 namespace {

@@ -49,6 +49,13 @@ class Allocator {
   // Returns memory for `bytes` (never null for bytes > 0; throws std::bad_alloc naming the size).
   virtual void* allocate(size_t bytes, MemCategory c) = 0;
   virtual void deallocate(void* p, size_t bytes, MemCategory c) = 0;
+  // Sets `bytes` at p (this allocator's memory) to zero; on a device, ordered on the calling
+  // thread's stream (CudaStreamScope) like the kernels that follow.
+  virtual void zero(void* p, size_t bytes);
+  // Copies `bytes` from src to dst where either side is this allocator's memory and the other
+  // host memory (or this allocator's too); returns once dst holds the bytes. Tensor::copy_from
+  // picks the device side's allocator.
+  virtual void copy(void* dst, const void* src, size_t bytes);
   MemAccounting& accounting() { return accounting_; }
 
  protected:

@@ -128,6 +128,24 @@ class CudaAllocator final : public Allocator {
     accounting_.sub(c, bytes);
   }
 
+  void zero(void* p, size_t bytes) override {
+    if (!bytes) return;
+    CudaDeviceGuard on(device_);
+    const cudaError_t e = cudaMemsetAsync(p, 0, bytes, current_cuda_stream());
+    if (e != cudaSuccess) fail(e, device_, "memset of " + std::to_string(bytes) + " bytes");
+  }
+
+  // Staging copies (initialisation, tokens in, logits and losses out) rather than a step's
+  // traffic, which moves through pinned buffers on the copy streams; so this one waits.
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (!bytes) return;
+    CudaDeviceGuard on(device_);
+    cudaStream_t s = current_cuda_stream();
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) fail(e, device_, "copy of " + std::to_string(bytes) + " bytes");
+  }
+
   BlockPoolStats stats() const { return pool_.stats(); }
   size_t empty_cache() {
     CudaDeviceGuard on(device_);

@@ -1,5 +1,6 @@
 #include "tensor/tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -80,12 +81,44 @@ Tensor Tensor::view(int64_t elem_offset, const Shape& shape) const {
 }
 
 void Tensor::fill(float v) const {
-  float* p = data<float>();
-  for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = v;
+  if (!storage_) throw std::logic_error("fill of an undefined tensor");
+  if (dtype_ == DType::f32 && device() == Device::cpu) {
+    float* p = data<float>();
+    for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = v;
+    return;
+  }
+  // Through the host: fills are initialisation and the loss seed, never a step's bulk work.
+  if (dtype_ == DType::f32) {
+    Tensor host = Tensor::empty(shape_, DType::f32, storage_->category());
+    host.fill(v);
+    copy_from(host);
+    return;
+  }
+  if (dtype_ != DType::bf16 && dtype_ != DType::f16)
+    throw std::invalid_argument("fill of a tensor of dtype " + std::string(dtype_name(dtype_)));
+  const uint16_t h = dtype_ == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+  Tensor rounded = Tensor::empty(shape_, dtype_, storage_->category());
+  std::fill_n(rounded.data<uint16_t>(), numel(), h);
+  copy_from(rounded);
 }
 
 void Tensor::zero() const {
-  if (numel()) std::memset(raw(), 0, nbytes());
+  if (numel()) allocator().zero(device_ptr(), nbytes());
+}
+
+void Tensor::copy_from(const Tensor& src) const {
+  if (src.dtype() != dtype_ || src.numel() != numel())
+    throw std::invalid_argument("copy of " + shape_str(src.shape()) + " " + std::string(dtype_name(src.dtype())) +
+                                " into " + shape_str(shape_) + " " + std::string(dtype_name(dtype_)));
+  if (!numel()) return;
+  Allocator& a = device() != Device::cpu ? allocator() : src.allocator();
+  a.copy(device_ptr(), src.device_ptr(), nbytes());
+}
+
+Tensor Tensor::to(Allocator& a, MemCategory c) const {
+  Tensor t = Tensor::empty(shape_, dtype_, c, a);
+  t.copy_from(*this);
+  return t;
 }
 
 void Tensor::set_requires_grad(bool on, bool leaf) {
@@ -109,7 +142,7 @@ const Tensor& Tensor::ensure_grad() const {
   Tensor& g = autograd_->grad;
   if (!g.defined()) {
     const MemCategory c = autograd_->leaf ? MemCategory::gradients : MemCategory::activations;
-    g = Tensor::zeros(shape_, dtype_, c);
+    g = Tensor::zeros(shape_, dtype_, c, allocator());
   }
   return g;
 }

@@ -36,6 +36,7 @@ class Storage {
   size_t bytes() const { return bytes_; }
   MemCategory category() const { return category_; }
   Device device() const { return allocator_->device(); }
+  Allocator& allocator() const { return *allocator_; }
   bool materialized() const { return data_ != nullptr || bytes_ == 0; }
   void materialize();  // no-op if already there; contents are undefined
   void release();      // frees the bytes, keeps the size
@@ -73,6 +74,9 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   int64_t offset() const { return offset_; }
   Device device() const { return storage_ ? storage_->device() : Device::cpu; }
+  // Where this tensor's bytes come from (cpu_allocator() for an undefined tensor): new tensors
+  // that belong beside it (its gradient, an op's outputs) come from the same one.
+  Allocator& allocator() const { return storage_ ? storage_->allocator() : cpu_allocator(); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   bool same_storage(const Tensor& o) const { return storage_ == o.storage_; }
 
@@ -86,8 +90,14 @@ class Tensor {
   Tensor reshape(const Shape& shape) const { return view(0, shape); }
   Tensor flatten() const { return view(0, {numel()}); }
 
-  void fill(float v) const;  // f32 only
-  void zero() const;         // any dtype
+  // Both on any device: fill(v) stores v rounded to the dtype (f32, bf16, f16); zero() any dtype.
+  void fill(float v) const;
+  void zero() const;
+  // Copies src's bytes into this tensor (same dtype and numel), between any two devices; returns
+  // once they are here ([Allocator::copy]).
+  void copy_from(const Tensor& src) const;
+  // A copy of this tensor in `a`'s memory, charged to `c`.
+  Tensor to(Allocator& a, MemCategory c) const;
 
   // Autograd. A tensor that requires grad has a slot (shared by its copies) holding its gradient.
   // Parameters bind their slot to a view of the unit's flat gradient buffer; activations get a

@@ -1,5 +1,5 @@
 // A GPT-2 whose units are bound to flat buffers owned here, for tests that need a model without
-// a trainer.
+// a trainer; on the host in f32 unless an allocator (a device's) and a dtype are given.
 #pragma once
 
 #include <vector>
@@ -11,10 +11,13 @@ namespace zt::test {
 struct BoundGPT2 {
   GPT2 gpt;
   std::vector<Tensor> params, grads;  // grads empty unless asked for
-  explicit BoundGPT2(const GPT2Dims& d, bool with_grads = false, int wte_units = 0) : gpt(d, wte_units) {
+  explicit BoundGPT2(const GPT2Dims& d, bool with_grads = false, int wte_units = 0, Allocator& a = cpu_allocator(),
+                     DType dt = DType::f32)
+      : gpt(d, wte_units) {
     for (int u = 0; u < gpt.num_units(); ++u) {
-      params.push_back(Tensor::zeros({gpt.layout()[u].numel}));
-      grads.push_back(with_grads ? Tensor::zeros({gpt.layout()[u].numel}) : Tensor());
+      const int64_t n = gpt.layout()[u].numel;
+      params.push_back(Tensor::zeros({n}, dt, MemCategory::parameters, a));
+      grads.push_back(with_grads ? Tensor::zeros({n}, dt, MemCategory::gradients, a) : Tensor());
       gpt.bind_unit(u, params.back(), grads.back());
     }
   }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "kernels/ops.hpp"
 #include "tensor/allocator.hpp"
 #include "tensor/dtype.hpp"
@@ -40,6 +41,45 @@ TEST_CASE("tensors: views share storage at element offsets") {
   Tensor i = Tensor::zeros({3}, DType::i32);
   CHECK(i.data<int32_t>()[2] == 0);
   CHECK(Tensor::empty({4}, DType::bf16).nbytes() == 8);
+}
+
+TEST_CASE("tensors: fills round to the dtype; copies check dtype and size") {
+  const Tensor h = Tensor::empty({5}, DType::bf16);
+  h.fill(0.1f);
+  CHECK(h.data<uint16_t>()[4] == f32_to_bf16(0.1f));
+  const Tensor f16 = Tensor::empty({3}, DType::f16);
+  f16.fill(-2.5f);
+  CHECK(f16_to_f32(f16.data<uint16_t>()[0]) == -2.5f);
+  CHECK_THROWS_AS(Tensor::empty({2}, DType::i32).fill(1.0f), std::invalid_argument);
+  CHECK_THROWS_AS(Tensor().fill(1.0f), std::logic_error);
+
+  const Tensor a = Tensor::empty({2, 3});
+  for (int i = 0; i < 6; ++i) a.data<float>()[i] = static_cast<float>(i);
+  const Tensor b = a.to(cpu_allocator(), MemCategory::activations);
+  CHECK_FALSE(b.same_storage(a));
+  CHECK(b.shape() == a.shape());
+  CHECK(b.data<float>()[5] == 5.0f);
+  CHECK(b.storage()->category() == MemCategory::activations);
+  const Tensor c = Tensor::zeros({6});
+  c.copy_from(a.view(0, {6}));
+  CHECK(c.data<float>()[4] == 4.0f);
+  CHECK_THROWS_WITH_AS(c.copy_from(Tensor::zeros({5})), doctest::Contains("copy of (5) f32 into (6) f32"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(c.copy_from(h.view(0, {5})), std::invalid_argument);
+}
+
+TEST_CASE("ops: the backend is chosen by the tensors' device, and refuses dtypes it has no kernels for") {
+  CHECK(backend(Device::cpu).device() == Device::cpu);
+  CHECK(backend(Device::cpu).computes_in(DType::f32));
+  CHECK_FALSE(backend(Device::cpu).computes_in(DType::bf16));
+  Tape tape;
+  const Tensor x = Tensor::zeros({2, 8}, DType::bf16);
+  CHECK_THROWS_WITH_AS(ops::gelu(tape, x), doctest::Contains("gelu: no kernels for dtype bf16 on cpu"),
+                       std::invalid_argument);
+  // Every op's tensors share one device; the CUDA backend's tests check the mixed case
+  // (tests/cuda/test_model.cpp), since only a device tensor can make one here.
+  const Tensor y = Tensor::zeros({2, 8});
+  CHECK(ops::gelu(tape, y).device() == Device::cpu);
 }
 
 TEST_CASE("tensors: metadata without data, storage released and materialized again") {

@@ -1,0 +1,92 @@
+// Backend: one device's kernels behind one interface, chosen at run time by the tensors' device
+// (backend(Device)). The ops (kernels/ops.cpp) and the ZeRO engine's flat-buffer work call
+// through it, so the model and the engine hold no device forks. The CPU backend runs
+// kernels/cpu/ in f32; the CUDA backend runs kernels/cuda/ in f32 or bf16 on the calling
+// thread's stream (CudaStreamScope in tensor/cuda_allocator.hpp), allocating its scratch from the
+// device's caching allocator.
+//
+// Arguments are tensors of the backend's device, with the shapes of kernels/cpu/kernels.hpp's
+// legend, taken from the tensors themselves. An undefined gradient is skipped, and every backward
+// ACCUMULATES (+=) into its gradients. Statistics (layernorm's mean and rstd, cross-entropy's
+// losses and logsumexp) are f32 whatever the activations' dtype.
+#pragma once
+
+#include <vector>
+
+#include "tensor/tensor.hpp"
+
+namespace zt {
+
+// AdamW's hyper-parameters for one call; t is the 1-based step, grads are multiplied by
+// grad_scale first (clipping, loss-scale removal).
+struct AdamWArgs {
+  float lr, beta1, beta2, eps, weight_decay;
+  int t;
+  float grad_scale;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  // Whether activations and parameters of dtype `t` can be computed in (cpu: f32; cuda: f32, bf16).
+  virtual bool computes_in(DType t) const = 0;
+
+  // ---- the model's ops ----
+  // tokens (B,T) i32 of this device; wte (rows,C) holding the table's rows from row0, wpe (maxT,C);
+  // either may be undefined.
+  virtual void encoder_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                               int row0) const = 0;
+  virtual void encoder_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                                int row0) const = 0;
+  virtual void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                                 const Tensor& weight, const Tensor& bias) const = 0;
+  virtual void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                                  const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd) const = 0;
+  // bias may be undefined.
+  virtual void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const = 0;
+  virtual void matmul_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                               const Tensor& x, const Tensor& weight) const = 0;
+  // Returns what the backward needs besides qkv and out: the CPU keeps the (B,NH,T,T)
+  // probabilities, the CUDA kernels each row's (B,NH,T) logsumexp.
+  virtual Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head) const = 0;
+  virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                  const Tensor& saved, int n_head) const = 0;
+  virtual void gelu_forward(const Tensor& out, const Tensor& x) const = 0;
+  virtual void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const = 0;
+  virtual void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) const = 0;
+  virtual void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) const = 0;
+  // The fused cross-entropy over logits given as column ranges (B,T,Vp/K) each; targets (B,T) i32
+  // of this device, already checked against [0,V) by the caller; losses and lse (B*T) f32. The
+  // backward writes d(logits) over the parts. CUDA takes one part (K = 1) only.
+  virtual void crossentropy_forward(const Tensor& losses, const Tensor& lse, const std::vector<Tensor>& parts,
+                                    const Tensor& targets, int V, int ignore_index) const = 0;
+  virtual void crossentropy_backward(const std::vector<Tensor>& parts, const Tensor& lse, const Tensor& targets,
+                                     float scale, int V, int ignore_index) const = 0;
+
+  // ---- flat buffers (the ZeRO engine's shards) ----
+  // out = in converted between f32, bf16 and f16 (same numel; the same dtype copies).
+  virtual void cast(const Tensor& out, const Tensor& in) const = 0;
+  // dst += src, both f32 of one numel.
+  virtual void accumulate(const Tensor& dst, const Tensor& src) const = 0;
+  // The sum of x's squares (f32, or bf16 on cuda) in double; waits for the device.
+  virtual double sum_squares(const Tensor& x) const = 0;
+  // Whether x holds an inf or a NaN; waits for the device.
+  virtual bool any_nonfinite(const Tensor& x) const = 0;
+  // AdamW over master (f32) with grads, m, v (f32, grads also bf16 on cuda); `low`, when defined,
+  // receives the updated master rounded to its dtype in the same pass (cuda; the CPU backend
+  // casts after the update, which gives the same bits).
+  virtual void adamw_update(const Tensor& master, const Tensor& low, const Tensor& grads, const Tensor& m,
+                            const Tensor& v, const AdamWArgs& a) const = 0;
+};
+
+// The backend of device `d`. Throws std::invalid_argument naming the device when this build has
+// no kernels for it (built without CUDA).
+const Backend& backend(Device d);
+
+// The CUDA backend, or null in a build without CUDA (kernels/cuda/backend.cpp, or
+// kernels/cuda_absent.cpp where the toolkit was not found).
+const Backend* cuda_backend();
+
+}  // namespace zt

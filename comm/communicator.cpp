@@ -11,6 +11,19 @@ std::string_view reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+float Communicator::all_reduce_value(float v, ReduceOp op) {
+  Tensor host = Tensor::empty({1}, DType::f32, MemCategory::communication);
+  host.data<float>()[0] = v;
+  if (memory().device() == Device::cpu) {
+    all_reduce(host, op);
+    return host.data<float>()[0];
+  }
+  const Tensor there = host.to(memory(), MemCategory::communication);
+  all_reduce(there, op);
+  host.copy_from(there);
+  return host.data<float>()[0];
+}
+
 void Communicator::check_gather(const char* op, const Tensor& small, const Tensor& large) const {
   if (!small.defined() || !large.defined()) throw std::invalid_argument(std::string(op) + ": undefined buffer");
   if (small.dtype() != large.dtype())

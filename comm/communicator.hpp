@@ -60,6 +60,9 @@ class Communicator {
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
   virtual std::string_view backend() const = 0;  // "self", "mpi", "nccl"
+  // Where this communicator's buffers live: host memory, or a device's (NCCL). The ZeRO engine
+  // keeps its units there, so the model computes on that device.
+  virtual Allocator& memory() const { return cpu_allocator(); }
 
   // Asynchronous collectives; many may be outstanding. Buffers must stay alive and untouched
   // until the Work completes. Operations start in the order they were issued, which must be the
@@ -75,6 +78,8 @@ class Communicator {
   void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) { reduce_scatter_async(in, out, op)->wait(); }
   void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) { all_reduce_async(in, out, op)->wait(); }
   void all_reduce(const Tensor& buf, ReduceOp op) { all_reduce(buf, buf, op); }
+  // One host value reduced over the ranks, through a buffer in memory() (a norm, a flag, a loss).
+  float all_reduce_value(float v, ReduceOp op);
   void broadcast(const Tensor& buf, int root) { broadcast_async(buf, root)->wait(); }
   void barrier() { barrier_async()->wait(); }
 

@@ -325,6 +325,7 @@ class NcclCommunicator final : public Communicator {
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
   std::string_view backend() const override { return "nccl"; }
+  Allocator& memory() const override { return cuda_allocator(s_->device); }
 
   WorkPtr all_gather_async(const Tensor& in, const Tensor& out) override {
     check_gather("all_gather", in, out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "kernels/backend.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace zt {
@@ -11,8 +12,8 @@ AdamW::AdamW(const OptimizerConfig& cfg, Tensor params, Tensor grads, std::vecto
              bool own_states)
     : cfg_(cfg), params_(std::move(params)), grads_(std::move(grads)) {
   if (own_states) {
-    m_ = Tensor::zeros(params_.shape(), DType::f32, MemCategory::optimizer);
-    v_ = Tensor::zeros(params_.shape(), DType::f32, MemCategory::optimizer);
+    m_ = Tensor::zeros(params_.shape(), DType::f32, MemCategory::optimizer, params_.allocator());
+    v_ = Tensor::zeros(params_.shape(), DType::f32, MemCategory::optimizer, params_.allocator());
   }
   // Cut the buffer into alternating runs with and without decay.
   int64_t at = 0;
@@ -27,7 +28,19 @@ AdamW::AdamW(const OptimizerConfig& cfg, Tensor params, Tensor grads, std::vecto
 
 void AdamW::step(float lr, float grad_scale, int t) {
   if (!m_.defined()) throw std::logic_error("AdamW::step: the states are offloaded; use step_range");
-  step_range(lr, grad_scale, t, 0, params_.numel(), params_.data<float>(), m_.data<float>(), v_.data<float>());
+  // On the parameters' device: the same kernel per segment as step_range, so the same bits.
+  const Backend& be = backend(params_.device());
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const auto [b, e] = segments_[i];
+    const Shape n{e - b};
+    be.adamw_update(params_.view(b, n), Tensor(), grads_.view(b, n), m_.view(b, n), v_.view(b, n),
+                    args(lr, grad_scale, t, segment_decays_[i]));
+  }
+}
+
+AdamWArgs AdamW::args(float lr, float grad_scale, int t, bool decay) const {
+  return {lr, static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps),
+          decay ? static_cast<float>(cfg_.weight_decay) : 0.0f, t, grad_scale};
 }
 
 void AdamW::step_range(float lr, float grad_scale, int t, int64_t begin, int64_t end, float* p, float* m,
@@ -36,10 +49,10 @@ void AdamW::step_range(float lr, float grad_scale, int t, int64_t begin, int64_t
   for (size_t i = 0; i < segments_.size(); ++i) {
     const int64_t b = std::max(segments_[i].first, begin), e = std::min(segments_[i].second, end);
     if (b >= e) continue;
-    const float wd = segment_decays_[i] ? static_cast<float>(cfg_.weight_decay) : 0.0f;
+    const AdamWArgs a = args(lr, grad_scale, t, segment_decays_[i]);
     const int64_t at = b - begin;
-    cpu::adamw_update(p + at, g + b, m + at, v + at, static_cast<size_t>(e - b), lr, static_cast<float>(cfg_.beta1),
-                      static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps), wd, t, grad_scale);
+    cpu::adamw_update(p + at, g + b, m + at, v + at, static_cast<size_t>(e - b), a.lr, a.beta1, a.beta2, a.eps,
+                      a.weight_decay, a.t, a.grad_scale);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "runtime/config.hpp"
 #include "tensor/tensor.hpp"
 
@@ -20,17 +21,20 @@ class AdamW {
         bool own_states = true);
 
   // One update with learning rate `lr`; gradients are multiplied by grad_scale first. `t` is the
-  // 1-based step for bias correction.
+  // 1-based step for bias correction. Runs on the parameters' device (its Backend).
   void step(float lr, float grad_scale, int t);
   // The same update of elements [begin, end) only, with the parameters, m and v at p, m, v (each
-  // pointing at element `begin`); the gradients are this optimizer's. Element by element the
-  // arithmetic is step()'s, so updating a buffer in ranges gives the same bits.
+  // pointing at element `begin`, host memory, as are the gradients: offloaded states); the
+  // gradients are this optimizer's. Element by element the arithmetic is step()'s, so updating a
+  // buffer in ranges gives the same bits.
   void step_range(float lr, float grad_scale, int t, int64_t begin, int64_t end, float* p, float* m, float* v) const;
 
   const Tensor& m() const { return m_; }
   const Tensor& v() const { return v_; }
 
  private:
+  AdamWArgs args(float lr, float grad_scale, int t, bool decay) const;
+
   OptimizerConfig cfg_;
   Tensor params_, grads_, m_, v_;
   std::vector<std::pair<int64_t, int64_t>> segments_;  // consecutive runs covering all of params

@@ -182,10 +182,7 @@ double Trainer::validate() {
 
 double Trainer::mean_over_ranks(double v) {
   if (comm_.size() == 1) return v;
-  Tensor t = Tensor::empty({1}, DType::f32, MemCategory::communication);
-  t.data<float>()[0] = static_cast<float>(v);
-  comm_.all_reduce(t, ReduceOp::avg);
-  return t.data<float>()[0];
+  return comm_.all_reduce_value(static_cast<float>(v), ReduceOp::avg);
 }
 
 void Trainer::run(const std::function<void(const std::string&)>& log) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace zt {
 
@@ -12,6 +14,11 @@ ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroCo
   options.wire = wire;
   options.offload_states = cfg_.offload_optimizer.enabled();
   options.offload_param = cfg_.offload_param.enabled();
+  options.memory = &comm.memory();
+  if (options.memory->device() != Device::cpu && (options.offload_states || options.offload_param))
+    throw std::invalid_argument("zero: offload_optimizer and offload_param keep units in host memory; with units on " +
+                                std::string(device_name(options.memory->device())) +
+                                " they are not supported yet (set their device to none)");
   units_.reserve(model.num_units());
   for (int u = 0; u < model.num_units(); ++u) {
     const UnitLayout& lay = model.layout()[u];
@@ -81,6 +88,15 @@ void ZeroEngine::write_full_params(const std::function<void()>& write) {
 
 void ZeroEngine::visit_state(const StateVisitor& visit, bool load) {
   finish_update();
+  // A region in host memory is visited in place; one on a device through a host copy (taken
+  // before a save's visit, written back after a load's).
+  auto visit_tensor = [&](int u, StateRegion r, const Tensor& t) {
+    if (t.device() == Device::cpu) return visit(u, r, 0, t.numel(), t.raw());
+    const Tensor host = load ? Tensor::empty(t.shape(), t.dtype(), MemCategory::other)
+                             : t.to(cpu_allocator(), MemCategory::other);
+    visit(u, r, 0, t.numel(), host.raw());
+    if (load) t.copy_from(host);
+  };
   if (param_offload_) param_offload_->flush();
   const int U = static_cast<int>(units_.size());
   // The shards first: an offloaded one is brought here for it (a save reads buffer_count units
@@ -94,7 +110,7 @@ void ZeroEngine::visit_state(const StateVisitor& visit, bool load) {
       if (load) param_offload_->make_room(u);
       else param_offload_->ready(u);
     }
-    visit(u, StateRegion::param, 0, x.master_numel(), x.param_shard().raw());
+    visit_tensor(u, StateRegion::param, x.param_shard());
     if (away) {
       if (load) param_offload_->store(u);
       else param_offload_->done_with(u);
@@ -102,20 +118,20 @@ void ZeroEngine::visit_state(const StateVisitor& visit, bool load) {
   }
   // Then the optimizer's: offloaded ones sub-group by sub-group, read ahead (save) or written
   // behind (load).
-  auto optimizer = [&](int u, int64_t begin, int64_t n, float* master, float* m, float* v) {
-    ShardedUnit& x = units_[u];
-    if (x.param_shard().dtype() != DType::f32)
-      visit(u, StateRegion::master, begin, n, master ? master : x.master().data<float>() + begin);
-    visit(u, StateRegion::m, begin, n, m);
-    visit(u, StateRegion::v, begin, n, v);
-  };
   if (offload_) {
-    offload_->visit_all(load, optimizer);
+    offload_->visit_all(load, [&](int u, int64_t begin, int64_t n, float* master, float* m, float* v) {
+      ShardedUnit& x = units_[u];
+      if (x.param_shard().dtype() != DType::f32)
+        visit(u, StateRegion::master, begin, n, master ? master : x.master().data<float>() + begin);
+      visit(u, StateRegion::m, begin, n, m);
+      visit(u, StateRegion::v, begin, n, v);
+    });
   } else {
     for (int u = 0; u < U; ++u) {
       ShardedUnit& x = units_[u];
-      float* master = x.param_shard().dtype() != DType::f32 ? x.master().data<float>() : nullptr;
-      optimizer(u, 0, x.master_numel(), master, x.adam_m().data<float>(), x.adam_v().data<float>());
+      if (x.param_shard().dtype() != DType::f32) visit_tensor(u, StateRegion::master, x.master());
+      visit_tensor(u, StateRegion::m, x.adam_m());
+      visit_tensor(u, StateRegion::v, x.adam_v());
     }
   }
   if (!load) return;
@@ -161,12 +177,8 @@ void ZeroEngine::end_pass() { scheduler_->end_pass(); }
 double ZeroEngine::grad_norm() {
   double sq = 0.0;
   for (const ShardedUnit& x : units_) sq += x.grad_sum_squares();
-  if (cfg_.stage > 0 && comm_.size() > 1) {  // shards: add up every rank's part
-    Tensor t = Tensor::empty({1}, DType::f32, MemCategory::communication);
-    t.data<float>()[0] = static_cast<float>(sq);
-    comm_.all_reduce(t, ReduceOp::sum);
-    sq = t.data<float>()[0];
-  }
+  if (cfg_.stage > 0 && comm_.size() > 1)  // shards: add up every rank's part
+    sq = comm_.all_reduce_value(static_cast<float>(sq), ReduceOp::sum);
   return std::sqrt(sq);
 }
 
@@ -182,14 +194,11 @@ bool ZeroEngine::grads_overflowed() {
   bool bad = false;
   for (const ShardedUnit& x : units_) bad = bad || x.grads_nonfinite();
   if (comm_.size() == 1) return bad;
-  Tensor t = Tensor::empty({1}, DType::i32, MemCategory::communication);
-  t.data<int32_t>()[0] = bad ? 1 : 0;
-  comm_.all_reduce(t, ReduceOp::max);
-  return t.data<int32_t>()[0] != 0;
+  return comm_.all_reduce_value(bad ? 1.0f : 0.0f, ReduceOp::max) != 0.0f;
 }
 
 void ZeroEngine::poison_grads() {
-  units_.front().grad_shard().data<float>()[0] = std::numeric_limits<float>::infinity();
+  units_.front().grad_shard().view(0, {1}).fill(std::numeric_limits<float>::infinity());
 }
 
 void ZeroEngine::update(float lr, float grad_scale, int t) {

@@ -1,7 +1,6 @@
 #include "runtime/zero/sharded_unit.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -11,24 +10,18 @@
 
 namespace zt {
 
-namespace {
+Tensor ShardedUnit::kept(int64_t n, MemCategory c, DType t) const { return Tensor::zeros({n}, t, c, *memory_); }
+Tensor ShardedUnit::absent(int64_t n, MemCategory c, DType t) const { return Tensor::meta({n}, t, c, *memory_); }
 
-Tensor kept(int64_t n, MemCategory c, DType t = DType::f32) { return Tensor::zeros({n}, t, c); }
-Tensor absent(int64_t n, MemCategory c, DType t = DType::f32) { return Tensor::meta({n}, t, c); }
+void ShardedUnit::cast_into(const Tensor& from, const Tensor& to) const { backend_->cast(to, from); }
 
-void cast_into(const Tensor& from, const Tensor& to) {
-  cpu::cast(to.raw(), to.dtype(), from.raw(), from.dtype(), static_cast<size_t>(from.numel()));
-}
-
-// Rounds f32 values to `wire` and back, in place; returns the 16-bit copy.
-Tensor round_through(const Tensor& x, DType wire, MemCategory c) {
-  Tensor rounded = Tensor::empty(x.shape(), wire, c);
+// Rounds f32 values to the wire dtype and back, in place; returns the 16-bit copy.
+Tensor ShardedUnit::round_through(const Tensor& x, MemCategory c) const {
+  Tensor rounded = Tensor::empty(x.shape(), wire_, c, *memory_);
   cast_into(x, rounded);
   cast_into(rounded, x);
   return rounded;
 }
-
-}  // namespace
 
 ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
                          Communicator& comm, const OptimizerConfig& opt, const UnitOptions& options)
@@ -39,6 +32,8 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
       geo_(shard_geometry(numel, comm.size(), comm.rank())),
       state_(persistent_ ? ParamState::gathered : ParamState::sharded),
       wire_(options.wire),
+      memory_(options.memory ? options.memory : &cpu_allocator()),
+      backend_(&backend(memory_->device())),
       offload_states_(options.offload_states),
       param_offloaded_(options.offload_param && stage == 3 && !persistent_) {
   const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;  // M: the master's length
@@ -130,13 +125,13 @@ void ShardedUnit::full_params_written() {
   if (mixed()) {
     // Every rank rounds the same full buffer, so the kept full parameters of stages 0-2 are the
     // 16-bit values everywhere, as if they had been gathered; the master starts from them too.
-    const Tensor rounded = round_through(full_params_, wire_, MemCategory::other);
+    const Tensor rounded = round_through(full_params_, MemCategory::other);
     const int64_t begin = stage_ == 0 ? 0 : geo_.begin();
     master_.storage()->materialize();  // an offloaded master is here until the offload takes it
     cast_into(rounded.view(begin, {master_.numel()}), shard16_);
     cast_into(full_params_.view(begin, {master_.numel()}), master_);
   } else if (stage_ == 3) {
-    std::memcpy(master_.raw(), full_params_.view(geo_.begin(), {geo_.shard}).raw(), master_.nbytes());
+    master_.copy_from(full_params_.view(geo_.begin(), {geo_.shard}));
   }
   state_ = ParamState::gathered;
 }
@@ -200,21 +195,20 @@ void ShardedUnit::finish_reduce() {
   } else if (mixed()) {
     // One rank reduces nothing, but the gradients still take the 16-bit rounding they would have
     // taken on the wire, so a run's numbers do not depend on whether there was a wire.
-    round_through(full_grads_, wire_, MemCategory::gradients);
+    round_through(full_grads_, MemCategory::gradients);
   }
   grad_work_.reset();
   if (stage_ < 2) return;
-  float* shard = grad_shard_.data<float>();
-  cpu::residual_forward(shard, shard, slice.data<float>(), static_cast<size_t>(geo_.shard));
+  backend_->accumulate(grad_shard_, slice);
   full_grads_.storage()->release();
 }
 
 double ShardedUnit::grad_sum_squares() const {
-  return cpu::sum_squares(grad_shard_.data<float>(), static_cast<size_t>(grad_shard_.numel()));
+  return backend_->sum_squares(grad_shard_);
 }
 
 bool ShardedUnit::grads_nonfinite() const {
-  return cpu::any_nonfinite(grad_shard_.data<float>(), static_cast<size_t>(grad_shard_.numel()));
+  return backend_->any_nonfinite(grad_shard_);
 }
 
 void ShardedUnit::update(float lr, float grad_scale, int t) {

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "kernels/backend.hpp"
 #include "runtime/config.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/trace.hpp"
@@ -44,6 +45,9 @@ struct UnitOptions {
   // The shard this unit gathers from lives in a ParamOffload ([Note: parameter offload]); taken
   // at stage 3 by units that are not persistent.
   bool offload_param = false;
+  // Where the unit's buffers live (null: host memory): the communicator's memory(), so that the
+  // collectives and the kernels reach them. Flat-buffer work runs on that device's Backend.
+  Allocator* memory = nullptr;
 };
 
 class ShardedUnit final : public ScheduledUnit {
@@ -142,6 +146,10 @@ class ShardedUnit final : public ScheduledUnit {
   void finish_reduce();
   void finish_gather();
   bool mixed() const { return wire_ != DType::f32; }
+  Tensor kept(int64_t n, MemCategory c, DType t = DType::f32) const;    // zeroed now
+  Tensor absent(int64_t n, MemCategory c, DType t = DType::f32) const;  // storage without data yet
+  void cast_into(const Tensor& from, const Tensor& to) const;
+  Tensor round_through(const Tensor& x, MemCategory c) const;
   void trace(TraceLane lane, const char* what, Trace::clock::time_point begin, const WorkPtr& w) const;
 
   std::string name_;
@@ -151,6 +159,8 @@ class ShardedUnit final : public ScheduledUnit {
   ShardGeometry geo_;
   ParamState state_;
   DType wire_;
+  Allocator* memory_;
+  const Backend* backend_;
   bool offload_states_;
   bool param_offloaded_;
   ParamOffload* poff_ = nullptr;

@@ -11,16 +11,43 @@ std::string_view reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+namespace {
+// t itself where the communicator's buffers live, else a copy there (its contents copied when
+// `with_data`).
+Tensor in_memory(const Communicator& c, const Tensor& t, bool with_data) {
+  if (t.device() == c.memory().device()) return t;
+  return with_data ? t.to(c.memory(), MemCategory::communication)
+                   : Tensor::empty(t.shape(), t.dtype(), MemCategory::communication, c.memory());
+}
+// Copies a result back from its copy in the communicator's memory (nothing where it is t itself).
+void back(const Tensor& t, const Tensor& there) {
+  if (!there.same_storage(t)) t.copy_from(there);
+}
+}  // namespace
+
+void Communicator::all_gather(const Tensor& in, const Tensor& out) {
+  const Tensor i = in_memory(*this, in, true), o = in_memory(*this, out, false);
+  all_gather_async(i, o)->wait();
+  back(out, o);
+}
+
+void Communicator::all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) {
+  const Tensor i = in_memory(*this, in, true);
+  const Tensor o = in.same_storage(out) && in.offset() == out.offset() ? i : in_memory(*this, out, false);
+  all_reduce_async(i, o, op)->wait();
+  back(out, o);
+}
+
+void Communicator::broadcast(const Tensor& buf, int root) {
+  const Tensor b = in_memory(*this, buf, true);
+  broadcast_async(b, root)->wait();
+  back(buf, b);
+}
+
 float Communicator::all_reduce_value(float v, ReduceOp op) {
   Tensor host = Tensor::empty({1}, DType::f32, MemCategory::communication);
   host.data<float>()[0] = v;
-  if (memory().device() == Device::cpu) {
-    all_reduce(host, op);
-    return host.data<float>()[0];
-  }
-  const Tensor there = host.to(memory(), MemCategory::communication);
-  all_reduce(there, op);
-  host.copy_from(there);
+  all_reduce(host, op);
   return host.data<float>()[0];
 }
 

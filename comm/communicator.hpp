@@ -73,14 +73,15 @@ class Communicator {
   virtual WorkPtr broadcast_async(const Tensor& buf, int root) = 0;
   virtual WorkPtr barrier_async() = 0;
 
-  // Blocking forms.
-  void all_gather(const Tensor& in, const Tensor& out) { all_gather_async(in, out)->wait(); }
+  // Blocking forms. These also take buffers outside memory() (host metadata over NCCL: flags,
+  // checksums, ids), which travel through copies in memory().
+  void all_gather(const Tensor& in, const Tensor& out);
   void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) { reduce_scatter_async(in, out, op)->wait(); }
-  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) { all_reduce_async(in, out, op)->wait(); }
+  void all_reduce(const Tensor& in, const Tensor& out, ReduceOp op);
   void all_reduce(const Tensor& buf, ReduceOp op) { all_reduce(buf, buf, op); }
-  // One host value reduced over the ranks, through a buffer in memory() (a norm, a flag, a loss).
+  // One host value reduced over the ranks (a norm, a flag, a loss).
   float all_reduce_value(float v, ReduceOp op);
-  void broadcast(const Tensor& buf, int root) { broadcast_async(buf, root)->wait(); }
+  void broadcast(const Tensor& buf, int root);
   void barrier() { barrier_async()->wait(); }
 
   // Ranks with the same color form a new communicator, ordered by key then by rank (MPI_Comm_split).

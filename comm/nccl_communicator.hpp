@@ -7,7 +7,8 @@
 // streams must be synchronized by the caller first. Work::wait() blocks the host until the
 // collective finished; work enqueued after wait() returns sees its results.
 //
-// Built where NCCL is found (ZT_HAVE_NCCL); nothing here includes a CUDA or NCCL header.
+// Built where NCCL is found (ZT_HAVE_NCCL), else comm/nccl_absent.cpp throws CommError saying so;
+// nothing here includes a CUDA or NCCL header.
 #pragma once
 
 #include <memory>

@@ -36,25 +36,23 @@ Shape block_shape(const BlockParam& p, int64_t C) {
   return p.rows_mult ? Shape{p.rows_mult * C, p.cols_mult * C} : Shape{p.cols_mult * C};
 }
 
-// Writes host f32 values into t, rounded to t's dtype, on t's device.
-void store(const Tensor& t, const Tensor& host) {
+}  // namespace
+
+void store_f32(const Tensor& t, const Tensor& host) {
   if (t.dtype() == DType::f32) return t.copy_from(host);
   const Tensor low = Tensor::empty(t.shape(), t.dtype(), MemCategory::other);
   backend(Device::cpu).cast(low, host);
   t.copy_from(low);
 }
 
-// t as an f32 host tensor (itself when it is one).
-Tensor to_host_f32(const Tensor& t) {
+Tensor host_f32(const Tensor& t) {
   if (t.device() == Device::cpu && t.dtype() == DType::f32) return t;
-  const Tensor here = t.device() == Device::cpu ? t : t.to(cpu_allocator(), MemCategory::activations);
+  const Tensor here = t.device() == Device::cpu ? t : t.to(cpu_allocator(), MemCategory::other);
   if (here.dtype() == DType::f32) return here;
-  Tensor wide = Tensor::empty(t.shape(), DType::f32, MemCategory::activations);
+  Tensor wide = Tensor::empty(t.shape(), DType::f32, MemCategory::other);
   backend(Device::cpu).cast(wide, here);
   return wide;
 }
-
-}  // namespace
 
 int gpt2_wte_units(const GPT2Dims& d) {
   int64_t block = 0;
@@ -157,7 +155,7 @@ void GPT2::init_unit(int u, uint64_t seed) {
     // A row range of wte draws its part of the whole tensor's stream, so every K gives one model.
     fill_normal(host.data<float>(), static_cast<size_t>(rows * p.shape[1]), resid ? std_resid : 0.02f, seed,
                 static_cast<uint64_t>(p.tensor), static_cast<size_t>(p.row0 * p.shape[1]));
-    if (!direct) store(t, host);
+    if (!direct) store_f32(t, host);
   }
 }
 
@@ -213,7 +211,7 @@ std::vector<Tensor> GPT2::logit_parts(Tape& tape, const Tensor& tokens) {
 Tensor GPT2::logits(Tape& tape, const Tensor& tokens) {
   Tape::NoGrad no_grad(tape);
   std::vector<Tensor> parts = logit_parts(tape, tokens);
-  for (Tensor& p : parts) p = to_host_f32(p);
+  for (Tensor& p : parts) p = host_f32(p);
   if (parts.size() == 1) return parts[0];
   const int64_t R = parts[0].dim(-1), N = parts[0].numel() / R, K = static_cast<int64_t>(parts.size());
   Shape s = parts[0].shape();

@@ -93,6 +93,12 @@ class GPT2 {
   std::vector<std::vector<Tensor>> bound_;
 };
 
+// Parameters on any device and in any floating dtype, through the host in f32: store_f32 writes
+// host f32 values into t (rounded to its dtype), host_f32 returns t's values (t itself when it is
+// a host f32 tensor, else a copy).
+void store_f32(const Tensor& t, const Tensor& host);
+Tensor host_f32(const Tensor& t);
+
 // Calls f(unit, index) for every parameter in llm.c's order (wte, wpe, all ln1w, all ln1b, ...).
 void for_each_llmc_param(const GPT2& m, const std::function<void(int unit, int index)>& f);
 

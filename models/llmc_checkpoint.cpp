@@ -82,8 +82,11 @@ void load_llmc_checkpoint(const std::string& path, GPT2& model) {
   if (!f || std::fseek(f.get(), kHeaderInts * 4, SEEK_SET) != 0) throw file_error(path, "cannot read parameters");
   for_each_llmc_param(model, [&](int u, int i) {
     const Tensor& t = model.param(u, i);
-    if (std::fread(t.data<float>(), sizeof(float), static_cast<size_t>(t.numel()), f.get()) != static_cast<size_t>(t.numel()))
+    const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
+    const Tensor host = direct ? t : Tensor::empty(t.shape(), DType::f32, MemCategory::other);
+    if (std::fread(host.data<float>(), sizeof(float), static_cast<size_t>(t.numel()), f.get()) != static_cast<size_t>(t.numel()))
       throw file_error(path, "read failed in the parameters");
+    if (!direct) store_f32(t, host);
   });
 }
 
@@ -106,7 +109,7 @@ void save_llmc_checkpoint(const std::string& path, const GPT2& model) {
     h[7] = d.padded_vocab_size;
     bool ok = std::fwrite(h, sizeof(int32_t), kHeaderInts, f.get()) == kHeaderInts;
     for_each_llmc_param(model, [&](int u, int i) {
-      const Tensor& t = model.param(u, i);
+      const Tensor t = host_f32(model.param(u, i));
       ok = ok && std::fwrite(t.data<float>(), sizeof(float), static_cast<size_t>(t.numel()), f.get()) ==
                      static_cast<size_t>(t.numel());
     });

@@ -182,7 +182,7 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
         writer = make_model_writer("safetensors", (fs::path(tmp) / "model.safetensors").string(), model,
                                    dtype_from_name(cfg.precision.dtype));
       });
-      engine.for_each_full_unit([&](int u) { guarded([&] { writer->write_unit(u, engine.units()[u].param_view().data<float>()); }); });
+      engine.for_each_full_unit([&](int u) { guarded([&] { writer->write_unit(u, host_f32(engine.units()[u].param_view()).data<float>()); }); });
       guarded([&] { writer->finish(); });
       if (error) std::rethrow_exception(error);
     });

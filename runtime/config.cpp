@@ -152,6 +152,7 @@ class Section {
 // What the file gave explicitly, where the struct's default cannot tell.
 struct Seen {
   bool data_train = false, val_fraction = false, train_batch_size = false, total_num_steps = false;
+  bool precision = false;  // a bf16 (bfloat16) or fp16 section was given
 };
 
 
@@ -195,6 +196,7 @@ void read_train(Section& top, TrainConfig& t) {
   s->get("trace", t.trace);
   s->get("comm_timeout_s", t.comm_timeout_s);
   s->get("comm_progress", t.comm_progress);
+  s->get("device", t.device);
   // A folder, or true: the checkpoint root (checkpoint.dir), resolved in check_values.
   if (const json* v = s->find("resume"); v && v->is_boolean()) {
     if (v->get<bool>()) t.resume = "true";
@@ -423,7 +425,8 @@ void read_aio(Section& top, AioConfig& a) {
   at_least(s->path("intra_op_parallelism"), a.intra_op_parallelism, 1);
 }
 
-void read_precision(Section& top, PrecisionConfig& p) {
+void read_precision(Section& top, PrecisionConfig& p, Seen& seen) {
+  seen.precision = top.find("bf16") || top.find("bfloat16") || top.find("fp16");
   bool bf16 = false, fp16 = false;
   std::string bf16_key;
   for (const char* key : {"bf16", "bfloat16"}) {
@@ -513,6 +516,9 @@ void check_values(Config& c, const Seen& seen) {
   at_least("train.comm_timeout_s", t.comm_timeout_s, 0.0);
   if (t.comm_progress != "auto" && t.comm_progress != "thread" && t.comm_progress != "poll")
     fail("train.comm_progress", "expected \"auto\", \"thread\" or \"poll\", got " + show(t.comm_progress));
+  if (t.device != "cpu" && t.device != "cuda")
+    fail("train.device", "expected \"cpu\" or \"cuda\", got " + show(t.device));
+  if (t.device == "cuda" && !seen.precision) c.precision.dtype = "bf16";
   at_least("train.val_interval", t.val_interval, 0);
   if (t.val_interval > 0) at_least("train.val_batches", t.val_batches, 1);
 
@@ -639,7 +645,7 @@ Config parse_config(const json& j) {
   read_optimizer(top, c.optimizer);
   read_scheduler(top, c.scheduler, seen);
   read_zero(top, c.zero);
-  read_precision(top, c.precision);
+  read_precision(top, c.precision, seen);
   read_aio(top, c.aio);
   read_checkpoint(top, c.checkpoint);
   seen.train_batch_size = top.get("train_batch_size", c.train_batch_size);

@@ -59,6 +59,10 @@ struct TrainConfig {
   std::string comm_progress = "auto";
   // `ztrain train --resume [DIR]`: a checkpoint folder or root to continue from; empty: none.
   std::string resume;
+  // Where the model computes: "cpu", or "cuda" (one GPU per rank, local rank modulo the GPUs the
+  // process sees; collectives over NCCL, bootstrapped over the ranks' MPI). On cuda bf16 is the
+  // default precision (a config that names neither bf16 nor fp16 gets bf16.enabled).
+  std::string device = "cpu";
 };
 
 // Checkpoints ([Note: checkpoint layout] in runtime/checkpoint.hpp).

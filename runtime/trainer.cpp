@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "comm/nccl_communicator.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/metrics.hpp"
@@ -39,7 +40,10 @@ Trainer::Trainer(const Config& cfg, std::unique_ptr<Communicator> own) : Trainer
 }
 
 Trainer::Trainer(const Config& cfg, Communicator& comm)
-    : cfg_(cfg), comm_(comm), B_(cfg.micro_batch), T_(cfg.data.seq_len), scaler_(cfg.precision) {
+    : cfg_(cfg),
+      device_comm_(cfg.train.device == "cuda" ? make_nccl_communicator(comm) : nullptr),
+      comm_(device_comm_ ? *device_comm_ : comm),
+      B_(cfg.micro_batch), T_(cfg.data.seq_len), scaler_(cfg.precision) {
   // threads = 0 shares the host's cores among the ranks on it: oversubscribed OpenMP teams spin
   // at their barriers and run many times slower.
   cpu::set_num_threads(cfg.train.threads ? cfg.train.threads : std::max(1, omp_get_num_procs() / comm_.local_size()));
@@ -60,7 +64,12 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   if (cfg_.model.wte_units > 0 && dims.padded_vocab_size % cfg_.model.wte_units != 0)
     throw ConfigError("config: model.wte_units: " + std::to_string(cfg_.model.wte_units) +
                       " does not divide padded_vocab_size " + std::to_string(dims.padded_vocab_size));
-  model_ = std::make_unique<GPT2>(dims, cfg_.model.wte_units);
+  // The CUDA cross-entropy takes the logits in one piece: the head is one unit there.
+  const bool on_device = comm_.memory().device() != Device::cpu;
+  if (on_device && cfg_.model.wte_units > 1)
+    throw ConfigError("config: model.wte_units: " + std::to_string(cfg_.model.wte_units) + " on device " +
+                      cfg_.train.device + "; its cross-entropy kernel takes the logits whole (wte_units 1)");
+  model_ = std::make_unique<GPT2>(dims, on_device ? 1 : cfg_.model.wte_units);
   engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer,
                                          dtype_from_name(cfg_.precision.dtype), cfg_.aio);
   if (const char* poison = std::getenv("ZT_POISON_GRADS")) {  // testing aid: "RANK:STEP"
@@ -117,7 +126,7 @@ double Trainer::save() {
 StepStats Trainer::step() {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  cpu_allocator().accounting().reset_peaks();
+  comm_.memory().accounting().reset_peaks();  // where the model lives
   engine_->begin_step();
 
   // Each micro-batch's loss is a mean over its tokens; seeding backward with 1/accumulation makes
@@ -162,7 +171,7 @@ StepStats Trainer::step() {
   const double tokens = static_cast<double>(B_) * T_ * accum * comm_.size();
   s.tokens_per_s = tokens / (s.ms / 1e3);
   s.tflops = gpt2_flops_per_token(model_->dims(), T_) * tokens / (s.ms / 1e3) / 1e12;
-  s.mem = cpu_allocator().accounting().snapshot();
+  s.mem = comm_.memory().accounting().snapshot();
   return s;
 }
 

@@ -42,6 +42,8 @@ class Trainer {
   // One rank, without MPI.
   explicit Trainer(const Config& cfg);
   // Rank comm.rank() of comm.size(); every rank constructs its Trainer with the same config.
+  // With train.device "cuda" the run computes over an NCCL communicator of its own, bootstrapped
+  // over `comm` (collective), whose memory() holds the model.
   Trainer(const Config& cfg, Communicator& comm);
 
   StepStats step();
@@ -72,6 +74,7 @@ class Trainer {
 
   Config cfg_;
   std::unique_ptr<Communicator> own_comm_;  // the Self communicator of the one-rank constructor
+  std::unique_ptr<Communicator> device_comm_;  // NCCL, for train.device "cuda"
   Communicator& comm_;
   int B_, T_;
   std::unique_ptr<GPT2> model_;

@@ -34,6 +34,10 @@ expect 1 "config: zero_optimization.stage: must be 0, 1, 2 or 3, got 5" -- "$ztr
 expect 1 "config: train.steps: expected an integer" -- "$ztrain" train --config "$dir/c.json" --set train.steps='"x"'
 expect 1 "no file matches" -- "$ztrain" train --config "$dir/c.json" --set data.format=llmc --train-data "$dir/nothing_*.bin"
 expect 1 "cannot open" -- "$ztrain" train --config "$dir/c.json" --init-from "$dir/absent.bin"
+# train.device cuda where no GPU is seen: one clear line naming the missing device, not a crash.
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  expect 1 "needs a CUDA device" -- "$ztrain" train --config "$dir/c.json" --set train.device='"cuda"'
+fi
 
 expect 0 "step     3/3" -- "$ztrain" train --config "$dir/c.json" --steps 3 --seed 9 --metrics "$dir/m.jsonl" --set optimizer.params.lr=0.001
 [ "$(grep -c '"loss"' "$dir/m.jsonl")" -eq 3 ] || fail "metrics file should hold 3 step lines: $(cat "$dir/m.jsonl")"

@@ -357,6 +357,18 @@ TEST_CASE("bf16 and fp16: DeepSpeed's sections") {
   CHECK(error_of({"bf16.enable=true"}) == "config: bf16.enable: unknown key (did you mean 'enabled'?)");
 }
 
+TEST_CASE("train.device: cpu by default; cuda makes bf16 the default precision") {
+  CHECK(zt::parse_config(minimal()).train.device == "cpu");
+  const Config gpu = zt::parse_config(with({"train.device=cuda"}));
+  CHECK(gpu.train.device == "cuda");
+  CHECK(gpu.precision.dtype == "bf16");
+  // A precision the config names is kept, disabled or not.
+  CHECK(zt::parse_config(with({"train.device=cuda", "fp16.enabled=true"})).precision.dtype == "f16");
+  CHECK(zt::parse_config(with({"train.device=cuda", "bf16.enabled=false"})).precision.dtype == "f32");
+  CHECK(zt::parse_config(with({"train.device=cuda", "fp16.enabled=false"})).precision.dtype == "f32");
+  CHECK(error_of({"train.device=gpu"}) == "config: train.device: expected \"cpu\" or \"cuda\", got \"gpu\"");
+}
+
 TEST_CASE("wrong types") {
   CHECK(error_of({"train.steps=ten"}) == "config: train.steps: expected an integer, got \"ten\"");
   CHECK(error_of({"train.steps=2.5"}) == "config: train.steps: expected an integer, got 2.5");

@@ -35,10 +35,20 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
       memory_(options.memory ? options.memory : &cpu_allocator()),
       backend_(&backend(memory_->device())),
       offload_states_(options.offload_states),
-      param_offloaded_(options.offload_param && stage == 3 && !persistent_) {
+      param_offloaded_(options.offload_param && stage == 3 && !persistent_),
+      narrow_(wire_ != DType::f32 && backend_->computes_in(wire_)) {
+  if (narrow_ && (offload_states_ || param_offloaded_))
+    throw std::invalid_argument("unit " + name_ + ": offload with compute in " + std::string(dtype_name(wire_)) +
+                                " is not supported yet");
   const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;  // M: the master's length
-  full_params_ = persistent_ ? kept(P, MemCategory::parameters) : absent(P, MemCategory::parameters);
-  if (mixed()) {
+  const DType compute = narrow_ ? wire_ : DType::f32;
+  full_params_ = persistent_ ? kept(P, MemCategory::parameters, compute) : absent(P, MemCategory::parameters, compute);
+  if (narrow_) {  // [Note: compute in 16 bits]
+    master_ = kept(M, MemCategory::optimizer);
+    if (stage_ == 0) shard16_ = full_params_;
+    else if (stage_ < 3) shard16_ = full_params_.view(geo_.begin(), {S});
+    else shard16_ = kept(S, MemCategory::parameters, wire_);
+  } else if (mixed()) {
     master_ = offload_states_ ? absent(M, MemCategory::optimizer) : kept(M, MemCategory::optimizer);
     shard16_ = param_offloaded_ ? absent(M, MemCategory::parameters, wire_) : kept(M, MemCategory::parameters, wire_);
     wire_params_ = absent(P, MemCategory::parameters, wire_);
@@ -51,7 +61,7 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
     master_ = param_offloaded_ ? absent(S, MemCategory::parameters) : kept(S, MemCategory::parameters);
   }
 
-  full_grads_ = stage_ < 2 ? kept(P, MemCategory::gradients) : absent(P, MemCategory::gradients);
+  full_grads_ = stage_ < 2 ? kept(P, MemCategory::gradients, compute) : absent(P, MemCategory::gradients, compute);
   if (stage_ == 0) grad_shard_ = full_grads_;
   else if (stage_ == 1) grad_shard_ = full_grads_.view(geo_.begin(), {S});
   else grad_shard_ = kept(S, MemCategory::gradients);
@@ -68,7 +78,9 @@ void ShardedUnit::start_gather() {
   if (poff_) poff_->ready(index_);
   full_params_.storage()->materialize();
   param_started_ = Trace::clock::now();
-  if (mixed()) {
+  if (narrow_) {  // in place at stages 1-2, as in fp32
+    param_work_ = comm_->all_gather_async(shard16_, full_params_);
+  } else if (mixed()) {
     wire_params_.storage()->materialize();
     param_work_ = comm_->all_gather_async(shard16_, wire_params_);
   } else {
@@ -90,7 +102,7 @@ void ShardedUnit::finish_gather() {
   trace(TraceLane::all_gather, "all_gather", param_started_, param_work_);
   param_work_.reset();
   if (poff_) poff_->done_with(index_);
-  if (mixed()) {  // compute widens the 16-bit parameters
+  if (widens()) {  // compute widens the 16-bit parameters
     cast_into(wire_params_, full_params_);
     wire_params_.storage()->release();
   }
@@ -122,7 +134,13 @@ void ShardedUnit::materialize_full_params() {
 
 void ShardedUnit::full_params_written() {
   if (param_offloaded_) param_shard().storage()->materialize();  // written whole below, then stored
-  if (mixed()) {
+  if (narrow_) {
+    // The writer stored 16-bit values: the master starts from them, the shard is a slice of them
+    // except at stage 3.
+    const Tensor mine = full_params_.view(stage_ == 0 ? 0 : geo_.begin(), {master_.numel()});
+    cast_into(mine, master_);
+    if (stage_ == 3) shard16_.copy_from(mine);
+  } else if (mixed()) {
     // Every rank rounds the same full buffer, so the kept full parameters of stages 0-2 are the
     // 16-bit values everywhere, as if they had been gathered; the master starts from them too.
     const Tensor rounded = round_through(full_params_, MemCategory::other);
@@ -157,7 +175,7 @@ void ShardedUnit::start_reduce(bool scatter) {
   grad_all_reduce_ = stage_ == 0 || !scatter;
   if (comm_->size() > 1) {
     Tensor buf = full_grads_;
-    if (mixed()) {  // the reduction runs on a 16-bit copy
+    if (widens()) {  // the reduction runs on a 16-bit copy
       wire_grads_.storage()->materialize();
       cast_into(full_grads_, wire_grads_);
       buf = wire_grads_;
@@ -187,19 +205,25 @@ void ShardedUnit::finish_reduce() {
   if (grad_work_) {
     trace(grad_all_reduce_ ? TraceLane::all_reduce : TraceLane::reduce_scatter,
           grad_all_reduce_ ? "all_reduce" : "reduce_scatter", grad_started_, grad_work_);
-    if (mixed()) {  // back into the f32 gradients: all of them after an all-reduce, else this rank's slice
+    if (widens()) {  // back into the f32 gradients: all of them after an all-reduce, else this rank's slice
       if (grad_all_reduce_) cast_into(wire_grads_, full_grads_);
       else cast_into(wire_grads_.view(geo_.begin(), {geo_.shard}), slice);
       wire_grads_.storage()->release();
     }
-  } else if (mixed()) {
+  } else if (widens()) {
     // One rank reduces nothing, but the gradients still take the 16-bit rounding they would have
     // taken on the wire, so a run's numbers do not depend on whether there was a wire.
     round_through(full_grads_, MemCategory::gradients);
   }
   grad_work_.reset();
   if (stage_ < 2) return;
-  backend_->accumulate(grad_shard_, slice);
+  if (slice.dtype() == grad_shard_.dtype()) {
+    backend_->accumulate(grad_shard_, slice);
+  } else {  // 16-bit gradients of one micro-batch into the f32 shard
+    const Tensor wide = Tensor::empty(slice.shape(), DType::f32, MemCategory::gradients, *memory_);
+    cast_into(slice, wide);
+    backend_->accumulate(grad_shard_, wide);
+  }
   full_grads_.storage()->release();
 }
 
@@ -217,7 +241,7 @@ void ShardedUnit::update(float lr, float grad_scale, int t) {
   opt_->step(lr, grad_scale, t);
   if (mixed()) {
     cast_into(master_, shard16_);
-    if (stage_ == 0) cast_into(shard16_, full_params_);  // stage 0's shard is the whole unit
+    if (widens() && stage_ == 0) cast_into(shard16_, full_params_);  // stage 0's shard is the whole unit
   }
   finish_update();
 }
@@ -252,7 +276,7 @@ void ShardedUnit::finish_update() {
 }
 
 void ShardedUnit::state_loaded() {
-  if (mixed() && stage_ == 0) cast_into(shard16_, full_params_);
+  if (widens() && stage_ == 0) cast_into(shard16_, full_params_);
   if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
   if (stage_ == 3 && !persistent_) release();
 }

@@ -19,6 +19,12 @@
 // 16-bit copy of the gradients (accumulating in f32, rounded once: comm/communicator.hpp). On the
 // CPU compute widens to f32: the model's views are an f32 copy of the 16-bit values, so every
 // stage computes with the same rounded parameters. Gradient shards accumulate in f32.
+//
+// [Note: compute in 16 bits] Where the units' Backend computes in the wire dtype (bf16 on cuda),
+// there is no f32 copy: the full parameters and gradients the model uses are the 16-bit buffers
+// the collectives fill and reduce, the 16-bit shard is this rank's slice of the full parameters
+// at stages 0-2 (as the master is in fp32), and AdamW reads 16-bit gradients at stages 0-1. The
+// master and the gradient shards of stages 2-3 stay f32. Offload does not take such units yet.
 #pragma once
 
 #include <string>
@@ -146,6 +152,7 @@ class ShardedUnit final : public ScheduledUnit {
   void finish_reduce();
   void finish_gather();
   bool mixed() const { return wire_ != DType::f32; }
+  bool widens() const { return mixed() && !narrow_; }  // compute in f32 over a 16-bit wire
   Tensor kept(int64_t n, MemCategory c, DType t = DType::f32) const;    // zeroed now
   Tensor absent(int64_t n, MemCategory c, DType t = DType::f32) const;  // storage without data yet
   void cast_into(const Tensor& from, const Tensor& to) const;
@@ -163,6 +170,7 @@ class ShardedUnit final : public ScheduledUnit {
   const Backend* backend_;
   bool offload_states_;
   bool param_offloaded_;
+  bool narrow_;  // [Note: compute in 16 bits]
   ParamOffload* poff_ = nullptr;
   OptimizerOffload* opt_offload_ = nullptr;
   int index_ = -1;  // this unit's index in the engine (and so in its offloads)

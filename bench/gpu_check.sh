@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks in one call of the lent machine (see /work/.library/device): builds ztrain in a
 # fresh build dir (CUDA on; MPI and io_uring off, which that machine lacks), runs the CUDA kernel
-# and NCCL tests, then bench/gpu_kernels (every kernel against the copy and GEMM ceilings) and
-# bench/gpu_step (a GPT-2 step, MFU), each under a timeout. Full logs go to $OUT; a short table is
+# and NCCL tests, then bench/gpu_kernels (every kernel against the copy and GEMM ceilings),
+# bench/gpu_step (a GPT-2 step composed of the kernels, MFU) and `ztrain train` itself on the GPU
+# (GPT-2 124M, bf16, B=16 T=1024, stage 0 and 3: the runtime's own step), each under a timeout. Full logs go to $OUT; a short table is
 # printed last. It carries on past a failing step to the table, and exits 1 if any step failed.
 #
 # That machine has no Eigen, doctest or nlohmann-json and nothing can be fetched there: run
@@ -78,7 +79,7 @@ if ! step configure 120 "${meson[@]}" setup "$build" "${opts[@]}" -Dcuda=enabled
   step configure 120 "${meson[@]}" setup "$build" "${opts[@]}" -Dcuda=auto
 fi
 targets=()
-for t in tests/test_cuda_kernels tests/test_nccl bench/gpu_kernels bench/gpu_step; do
+for t in tests/test_cuda_kernels tests/test_nccl bench/gpu_kernels bench/gpu_step ztrain; do
   # those this configuration lacks are reported as not built below
   "${ninja[@]}" -C "$build" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
 done
@@ -95,6 +96,35 @@ run tests test_nccl 45
 run bench gpu_kernels 90
 run bench gpu_step 90
 
+# The runtime end to end: ztrain train on the GPU, GPT-2 124M's shape with llm.c's padded
+# vocabulary, over an llm.c token shard written here (random GPT-2 token ids: the step's cost does
+# not depend on the text), bf16 (the default on cuda), 12 steps; the last step's line gives
+# tokens/s and the FLOP rate, MFU against gpu_step's GEMM ceiling.
+shard=$OUT/tokens_train_000.bin
+python3 - "$shard" <<'PY'
+import random, struct, sys
+n = 4 * 16 * 1025 * 13  # 13 steps of B=16 x (T+1), with room
+r = random.Random(5)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack("<%dH" % n, *(r.randrange(50257) for _ in range(n))))
+PY
+train_e2e() {  # name stage
+  cat >"$OUT/$1.json" <<JSON
+{"model": {"n_layer": 12, "n_head": 12, "n_embd": 768, "max_seq_len": 1024, "vocab_size": 50257, "padded_vocab_size": 50304},
+ "data": {"format": "llmc", "train": "$shard", "seq_len": 1024},
+ "train": {"steps": 12, "seed": 5, "val_interval": 0, "device": "cuda"},
+ "zero_optimization": {"stage": $2}, "train_micro_batch_size_per_gpu": 16, "steps_per_print": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 6e-4, "weight_decay": 0.1}}, "gradient_clipping": 1.0}
+JSON
+  if [ -x "$build/ztrain" ]; then step "$1" 120 "$build/ztrain" train --config "$OUT/$1.json"; else
+    note "$(printf '%-18s %-22s' "$1" "FAIL (not built)")"
+    status=1
+  fi
+}
+train_e2e ztrain_stage0 0
+train_e2e ztrain_stage3 3
+
 echo
 echo "==== test cases (doctest) ===="
 grep -h "test cases:" "$OUT/test_cuda_kernels.log" 2>/dev/null | tail -1
@@ -103,6 +133,15 @@ echo "==== gpu_kernels ===="
 tail -36 "$OUT/gpu_kernels.log" 2>/dev/null
 echo "==== gpu_step ===="
 grep -h "^RESULT\|^#\|LOSS\|gpu_step:" "$OUT/gpu_step.log" 2>/dev/null
+echo "==== ztrain train on cuda (GPT-2 124M, bf16, B=16 T=1024; MFU against the GEMM ceiling above) ===="
+gemm=$(grep -ho "GEMM ceiling (bf16 8192^3): [0-9.]*" "$OUT/gpu_step.log" 2>/dev/null | awk '{print $NF}')
+for n in ztrain_stage0 ztrain_stage3; do
+  line=$(grep -h "^step" "$OUT/$n.log" 2>/dev/null | tail -1)
+  gf=$(echo "$line" | grep -o "[0-9.]* GFLOP/s" | awk '{print $1}')
+  mfu=$( [ -n "$gf" ] && [ -n "$gemm" ] && awk -v g="$gf" -v c="$gemm" 'BEGIN{printf "%.1f%%", g/1000/c*100}')
+  echo "$n: ${line:-no step line} | MFU ${mfu:-?}"
+  grep -h "error" "$OUT/$n.log" 2>/dev/null | head -3
+done
 echo "==== steps (logs in $OUT) ===="
 cat "$summary"
 exit $status

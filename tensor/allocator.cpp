@@ -59,6 +59,8 @@ void Allocator::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
 }
 
+Allocator& Allocator::pinned_host() { return cpu_allocator(); }
+
 namespace {
 class CpuAllocator final : public Allocator {
  public:

@@ -56,6 +56,9 @@ class Allocator {
   // host memory (or this allocator's too); returns once dst holds the bytes. Tensor::copy_from
   // picks the device side's allocator.
   virtual void copy(void* dst, const void* src, size_t bytes);
+  // Host memory for staging this allocator's data on the host: page-locked and registered with a
+  // device (so its copies run at full speed), or for host memory the host allocator itself.
+  virtual Allocator& pinned_host();
   MemAccounting& accounting() { return accounting_; }
 
  protected:

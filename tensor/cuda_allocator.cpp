@@ -91,6 +91,30 @@ class CudaDriver final : public BlockDriver {
   std::vector<cudaEvent_t> events_;
 };
 
+// Page-locked host memory (cudaHostAlloc, portable to every device), for staging device data: its
+// copies need no bounce through a driver buffer. Charged to its own accounting, as host memory.
+class CudaHostAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::cpu; }
+  void* allocate(size_t bytes, MemCategory c) override {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error("pinned host allocation of " + std::to_string(bytes) + " bytes (" +
+                               std::string(category_name(c)) + ") failed: " + cuda_error(e));
+    }
+    accounting_.add(c, bytes);
+    return p;
+  }
+  void deallocate(void* p, size_t bytes, MemCategory c) override {
+    if (!p) return;
+    cudaFreeHost(p);
+    accounting_.sub(c, bytes);
+  }
+};
+
 class CudaAllocator final : public Allocator {
  public:
   explicit CudaAllocator(int device) : device_(device), driver_(device), pool_(driver_) {}
@@ -144,6 +168,11 @@ class CudaAllocator final : public Allocator {
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
     if (e == cudaSuccess) e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) fail(e, device_, "copy of " + std::to_string(bytes) + " bytes");
+  }
+
+  Allocator& pinned_host() override {
+    static auto* host = new CudaHostAllocator;  // never destroyed, like the device allocators
+    return *host;
   }
 
   BlockPoolStats stats() const { return pool_.stats(); }

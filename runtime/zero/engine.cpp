@@ -15,10 +15,6 @@ ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroCo
   options.offload_states = cfg_.offload_optimizer.enabled();
   options.offload_param = cfg_.offload_param.enabled();
   options.memory = &comm.memory();
-  if (options.memory->device() != Device::cpu && (options.offload_states || options.offload_param))
-    throw std::invalid_argument("zero: offload_optimizer and offload_param keep units in host memory; with units on " +
-                                std::string(device_name(options.memory->device())) +
-                                " they are not supported yet (set their device to none)");
   units_.reserve(model.num_units());
   for (int u = 0; u < model.num_units(); ++u) {
     const UnitLayout& lay = model.layout()[u];

@@ -13,7 +13,14 @@ namespace zt {
 Tensor ShardedUnit::kept(int64_t n, MemCategory c, DType t) const { return Tensor::zeros({n}, t, c, *memory_); }
 Tensor ShardedUnit::absent(int64_t n, MemCategory c, DType t) const { return Tensor::meta({n}, t, c, *memory_); }
 
-void ShardedUnit::cast_into(const Tensor& from, const Tensor& to) const { backend_->cast(to, from); }
+void ShardedUnit::cast_into(const Tensor& from, const Tensor& to) const {
+  const Backend& be = backend(from.device());
+  if (from.device() == to.device()) return be.cast(to, from);
+  // Across devices: converted where `from` is, then copied.
+  const Tensor converted = Tensor::empty(from.shape(), to.dtype(), MemCategory::communication, from.allocator());
+  be.cast(converted, from);
+  to.copy_from(converted);
+}
 
 // Rounds f32 values to the wire dtype and back, in place; returns the 16-bit copy.
 Tensor ShardedUnit::round_through(const Tensor& x, MemCategory c) const {
@@ -36,20 +43,28 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
       backend_(&backend(memory_->device())),
       offload_states_(options.offload_states),
       param_offloaded_(options.offload_param && stage == 3 && !persistent_),
-      narrow_(wire_ != DType::f32 && backend_->computes_in(wire_)) {
-  if (narrow_ && (offload_states_ || param_offloaded_))
-    throw std::invalid_argument("unit " + name_ + ": offload with compute in " + std::string(dtype_name(wire_)) +
-                                " is not supported yet");
+      narrow_(wire_ != DType::f32 && backend_->computes_in(wire_)),
+      staged_(offload_states_ && memory_->device() != Device::cpu) {
+  const std::string where(device_name(memory_->device()));
+  if (param_offloaded_ && memory_->device() != Device::cpu)
+    throw std::invalid_argument("unit " + name_ + ": offload_param with units on " + where + " is not supported yet");
+  if (staged_ && !mixed())
+    throw std::invalid_argument("unit " + name_ + ": offload_optimizer with units on " + where +
+                                " needs bf16 or fp16 (in fp32 the parameters are the master AdamW updates)");
+  // An offloaded master passes through host memory on its way to the store.
+  Allocator& master_memory = staged_ ? cpu_allocator() : *memory_;
   const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;  // M: the master's length
   const DType compute = narrow_ ? wire_ : DType::f32;
   full_params_ = persistent_ ? kept(P, MemCategory::parameters, compute) : absent(P, MemCategory::parameters, compute);
   if (narrow_) {  // [Note: compute in 16 bits]
-    master_ = kept(M, MemCategory::optimizer);
+    master_ = offload_states_ ? Tensor::meta({M}, DType::f32, MemCategory::optimizer, master_memory)
+                              : kept(M, MemCategory::optimizer);
     if (stage_ == 0) shard16_ = full_params_;
     else if (stage_ < 3) shard16_ = full_params_.view(geo_.begin(), {S});
     else shard16_ = kept(S, MemCategory::parameters, wire_);
   } else if (mixed()) {
-    master_ = offload_states_ ? absent(M, MemCategory::optimizer) : kept(M, MemCategory::optimizer);
+    master_ = offload_states_ ? Tensor::meta({M}, DType::f32, MemCategory::optimizer, master_memory)
+                              : kept(M, MemCategory::optimizer);
     shard16_ = param_offloaded_ ? absent(M, MemCategory::parameters, wire_) : kept(M, MemCategory::parameters, wire_);
     wire_params_ = absent(P, MemCategory::parameters, wire_);
     wire_grads_ = absent(P, MemCategory::gradients, wire_);
@@ -65,8 +80,12 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
   if (stage_ == 0) grad_shard_ = full_grads_;
   else if (stage_ == 1) grad_shard_ = full_grads_.view(geo_.begin(), {S});
   else grad_shard_ = kept(S, MemCategory::gradients);
+  if (staged_) {  // [Note: offload from a device]
+    host_grads_ = Tensor::zeros({M}, DType::f32, MemCategory::gradients, memory_->pinned_host());
+    host_shard16_ = Tensor::zeros({M}, wire_, MemCategory::parameters, memory_->pinned_host());
+  }
 
-  opt_ = std::make_unique<AdamW>(opt, master_, grad_shard_,
+  opt_ = std::make_unique<AdamW>(opt, master_, staged_ ? host_grads_ : grad_shard_,
                                  clip_ranges(decayed, stage_ == 0 ? 0 : geo_.begin(), master_.numel()),
                                  !offload_states_);
 }
@@ -138,6 +157,7 @@ void ShardedUnit::full_params_written() {
     // The writer stored 16-bit values: the master starts from them, the shard is a slice of them
     // except at stage 3.
     const Tensor mine = full_params_.view(stage_ == 0 ? 0 : geo_.begin(), {master_.numel()});
+    master_.storage()->materialize();  // an offloaded master is here until the offload takes it
     cast_into(mine, master_);
     if (stage_ == 3) shard16_.copy_from(mine);
   } else if (mixed()) {
@@ -247,6 +267,7 @@ void ShardedUnit::update(float lr, float grad_scale, int t) {
 }
 
 void ShardedUnit::begin_update() {
+  if (staged_) cast_into(grad_shard_, host_grads_);  // [Note: offload from a device]
   if (!poff_) return;
   // The 16-bit shard is rewritten whole from the master; an fp32 master is the shard itself.
   if (mixed()) poff_->make_room(index_);
@@ -263,11 +284,14 @@ void ShardedUnit::update_range(float lr, float grad_scale, int t, int64_t begin,
   if (!master_offloaded()) master = master_.data<float>() + begin;
   opt_->step_range(lr, grad_scale, t, begin, end, master, m, v);
   // Offload starts at stage 1, where the 16-bit shard is only this rank's slice.
-  if (mixed())
-    cpu::cast(static_cast<uint16_t*>(shard16_.raw()) + begin, wire_, master, DType::f32, static_cast<size_t>(end - begin));
+  if (mixed()) {
+    const Tensor& shard = staged_ ? host_shard16_ : shard16_;
+    cpu::cast(static_cast<uint16_t*>(shard.raw()) + begin, wire_, master, DType::f32, static_cast<size_t>(end - begin));
+  }
 }
 
 void ShardedUnit::finish_update() {
+  if (staged_) shard16_.copy_from(host_shard16_);
   update_pending_ = false;
   if (std::exchange(zero_pending_, false)) begin_step();
   if (poff_) poff_->store(index_);

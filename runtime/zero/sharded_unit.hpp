@@ -24,7 +24,14 @@
 // there is no f32 copy: the full parameters and gradients the model uses are the 16-bit buffers
 // the collectives fill and reduce, the 16-bit shard is this rank's slice of the full parameters
 // at stages 0-2 (as the master is in fp32), and AdamW reads 16-bit gradients at stages 0-1. The
-// master and the gradient shards of stages 2-3 stay f32. Offload does not take such units yet.
+// master and the gradient shards of stages 2-3 stay f32.
+//
+// [Note: offload from a device] With units on a device, an offloaded optimizer (ZeRO-Offload)
+// still runs AdamW on the host over its host or NVMe records: a unit's update first brings its
+// gradient shard down into a pinned host buffer (f32), and its end takes the 16-bit shard, written
+// into a second pinned buffer group by group, up to the device. The master passes through host
+// memory on its way to the store. It needs a 16-bit wire (in fp32 the master is the device's
+// parameters). Parameter offload keeps its shards on the host and is refused on a device for now.
 #pragma once
 
 #include <string>
@@ -171,6 +178,7 @@ class ShardedUnit final : public ScheduledUnit {
   bool offload_states_;
   bool param_offloaded_;
   bool narrow_;  // [Note: compute in 16 bits]
+  bool staged_;  // [Note: offload from a device]
   ParamOffload* poff_ = nullptr;
   OptimizerOffload* opt_offload_ = nullptr;
   int index_ = -1;  // this unit's index in the engine (and so in its offloads)
@@ -179,6 +187,9 @@ class ShardedUnit final : public ScheduledUnit {
   // [Note: mixed precision] only: this rank's 16-bit parameter shard, and the 16-bit full buffers
   // the collectives fill (present while one is in flight).
   Tensor shard16_, wire_params_, wire_grads_;
+  // [Note: offload from a device] only: pinned host copies of the gradient shard (f32) and of the
+  // 16-bit shard the update writes.
+  Tensor host_grads_, host_shard16_;
   std::unique_ptr<AdamW> opt_;
   WorkPtr param_work_, grad_work_;
   Trace* trace_ = nullptr;

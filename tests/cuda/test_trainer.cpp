@@ -74,3 +74,23 @@ TEST_CASE("trainer on cuda, bf16: stages 0-3 agree, and it learns") {
   CHECK(s0.front() == doctest::Approx(std::log(256.0)).epsilon(0.05));
   CHECK(s0.back() < s0.front() - 1.5);
 }
+
+TEST_CASE("trainer on cuda, bf16: optimizer offload to host memory follows the run without it") {
+  // [Note: offload from a device]: AdamW then runs on the host (the CPU kernel) over gradients
+  // brought down from the GPU, so the numbers are the CPU AdamW's instead of the CUDA one's:
+  // close, not identical.
+  test::TempDir dir;
+  nlohmann::json off = config(dir, "cuda", 2);
+  off["zero_optimization"]["offload_optimizer"] = {{"device", "cpu"}};
+  const auto with = losses(off, 10), without = losses(config(dir, "cuda", 2), 10);
+  for (size_t i = 0; i < with.size(); ++i) {
+    INFO("step " << i + 1 << ": " << with[i] << " offloaded, " << without[i] << " on the GPU");
+    CHECK(std::abs(with[i] - without[i]) <= 1e-2 * std::abs(without[i]));
+  }
+  // In fp32 the master is the device's parameters: refused by name.
+  off["bf16"] = {{"enabled", false}};
+  CHECK_THROWS_WITH(losses(off, 1), doctest::Contains("needs bf16 or fp16"));
+  nlohmann::json params = config(dir, "cuda", 3);
+  params["zero_optimization"]["offload_param"] = {{"device", "cpu"}};
+  CHECK_THROWS_WITH(losses(params, 1), doctest::Contains("offload_param with units on cuda is not supported yet"));
+}

@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "tensor/tape.hpp"
 #include "tensor/tensor.hpp"
 
 namespace zt {
@@ -25,9 +26,10 @@ struct AdamWArgs {
   float grad_scale;
 };
 
-class Backend {
+// Each backend is also its device's RangeMarker (tensor/tape.hpp): NVTX ranges on cuda, nothing
+// on the cpu.
+class Backend : public RangeMarker {
  public:
-  virtual ~Backend() = default;
   virtual Device device() const = 0;
   // Whether activations and parameters of dtype `t` can be computed in (cpu: f32; cuda: f32, bf16).
   virtual bool computes_in(DType t) const = 0;

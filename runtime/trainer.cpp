@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "comm/nccl_communicator.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/metrics.hpp"
@@ -96,6 +97,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   inputs_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
   targets_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
   tape_.set_profile(&profile_);
+  tape_.set_marker(&backend(comm_.memory().device()));  // NVTX ranges where the model is on a GPU
   if (!cfg_.train.resume.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     const TrainPosition p = load_checkpoint(cfg_.train.resume, cfg_, comm_, *model_, *engine_);
@@ -144,6 +146,7 @@ StepStats Trainer::step() {
   }
 
   const auto update_start = clock::now();
+  MarkedRange update_range(tape_.marker(), "norm+adamw");
   ++steps_done_;
   if (steps_done_ == poison_step_) engine_->poison_grads();
   // fp16: an inf or NaN on any rank skips the step on every rank.

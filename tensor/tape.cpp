@@ -23,13 +23,19 @@ void Tape::record(const char* op, std::vector<Tensor> outputs, Backward backward
   entries_.push_back({Kind::op, op, -1, std::move(outputs), std::move(backward)});
 }
 
+namespace {
+std::string unit_range(int unit) { return "unit " + std::to_string(unit); }
+}  // namespace
+
 void Tape::begin_unit(int unit) {
+  if (marker_) marker_->push_range(unit_range(unit));
   if (hooks_.pre_forward) hooks_.pre_forward(unit);
   if (recording()) entries_.push_back({Kind::unit_begin, "unit_begin", unit, {}, {}});
 }
 
 void Tape::end_unit(int unit) {
   if (hooks_.post_forward) hooks_.post_forward(unit);
+  if (marker_) marker_->pop_range();
   if (recording()) entries_.push_back({Kind::unit_end, "unit_end", unit, {}, {}});
 }
 
@@ -41,14 +47,19 @@ void Tape::backward(const Tensor& loss, float seed) {
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
     switch (it->kind) {
       case Kind::unit_end:
+        if (marker_) marker_->push_range(unit_range(it->unit));
         if (hooks_.pre_backward) hooks_.pre_backward(it->unit);
         break;
       case Kind::unit_begin:
         if (hooks_.post_backward) hooks_.post_backward(it->unit);
+        if (marker_) marker_->pop_range();
         break;
       case Kind::op: {
         const auto start = clock::now();
-        it->backward();
+        {
+          MarkedRange range(marker_, std::string(it->op) + " backward");
+          it->backward();
+        }
         if (profile_) profile_->add(it->op, true, std::chrono::duration<double>(clock::now() - start).count());
         // The producer's backward is the last reader of its outputs' gradients.
         for (const Tensor& t : it->outputs) t.release_grad();

@@ -19,6 +19,32 @@
 
 namespace zt {
 
+// Marks nested ranges for a device profiler (NVTX on cuda, seen by Nsight Systems): the tape
+// marks every op's forward and backward by the op's name and every unit's span in both
+// directions ("unit 3"); the trainer marks its phases.
+class RangeMarker {
+ public:
+  virtual ~RangeMarker() = default;
+  virtual void push_range(const std::string& name) const = 0;
+  virtual void pop_range() const = 0;
+};
+
+// A marked range for a scope; nothing without a marker.
+class MarkedRange {
+ public:
+  MarkedRange(const RangeMarker* m, const std::string& name) : m_(m) {
+    if (m_) m_->push_range(name);
+  }
+  ~MarkedRange() {
+    if (m_) m_->pop_range();
+  }
+  MarkedRange(const MarkedRange&) = delete;
+  MarkedRange& operator=(const MarkedRange&) = delete;
+
+ private:
+  const RangeMarker* m_;
+};
+
 struct UnitHooks {
   std::function<void(int)> pre_forward, post_forward, pre_backward, post_backward;
 };
@@ -59,6 +85,9 @@ class Tape {
 
   void set_profile(OpProfile* p) { profile_ = p; }
   OpProfile* profile() const { return profile_; }
+  // Ranges for a device profiler (null: none); the marker outlives the tape's use of it.
+  void set_marker(const RangeMarker* m) { marker_ = m; }
+  const RangeMarker* marker() const { return marker_; }
 
   class NoGrad {
    public:
@@ -71,10 +100,11 @@ class Tape {
     Tape& tape_;
   };
 
-  // Times a forward op into the profile, if one is set.
+  // Times a forward op into the profile, if one is set, and marks its range.
   class Timer {
    public:
-    Timer(const Tape& t, const char* op) : profile_(t.profile_), op_(op), start_(std::chrono::steady_clock::now()) {}
+    Timer(const Tape& t, const char* op)
+        : profile_(t.profile_), op_(op), start_(std::chrono::steady_clock::now()), range_(t.marker_, op) {}
     ~Timer();
     Timer(const Timer&) = delete;
     Timer& operator=(const Timer&) = delete;
@@ -83,6 +113,7 @@ class Tape {
     OpProfile* profile_;
     const char* op_;
     std::chrono::steady_clock::time_point start_;
+    MarkedRange range_;
   };
 
  private:
@@ -98,6 +129,7 @@ class Tape {
   UnitHooks hooks_;
   int no_grad_depth_ = 0;
   OpProfile* profile_ = nullptr;
+  const RangeMarker* marker_ = nullptr;
 };
 
 }  // namespace zt

@@ -163,6 +163,29 @@ struct TwoUnits {
 };
 }  // namespace
 
+TEST_CASE("tape: a range marker sees every op and unit, nested, in both directions") {
+  struct Recorder final : RangeMarker {
+    mutable std::vector<std::string> events;
+    mutable int depth = 0;
+    void push_range(const std::string& name) const override {
+      events.push_back(std::string(static_cast<size_t>(depth++), ' ') + name);
+    }
+    void pop_range() const override {
+      REQUIRE(depth > 0);
+      --depth;
+    }
+  } marks;
+  TwoUnits m;
+  Tape tape;
+  tape.set_marker(&marks);
+  tape.backward(m.loss(tape));
+  const std::vector<std::string> want = {"unit 0", " matmul", "unit 1", " matmul", "crossentropy",
+                                         "crossentropy backward", "unit 1", " matmul backward", "unit 0",
+                                         " matmul backward"};
+  CHECK(marks.events == want);
+  CHECK(marks.depth == 0);
+}
+
 TEST_CASE("tape: unit hooks fire in forward order, then in reverse around each unit's backward") {
   TwoUnits m;
   Tape tape;

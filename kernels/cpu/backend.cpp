@@ -25,6 +25,8 @@ class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::cpu; }
   bool computes_in(DType t) const override { return t == DType::f32; }
+  void push_range(const std::string&) const override {}
+  void pop_range() const override {}
 
   void encoder_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                        int row0) const override {

@@ -3,6 +3,8 @@
 // Scratch comes from the caching allocator on that stream and goes back to it right after the
 // launch: the cache hands a block to another stream only after the work queued here ([Note:
 // stream-ordered reuse] in tensor/block_pool.cpp).
+#include <nvtx3/nvToolsExt.h>
+
 #include <stdexcept>
 #include <string>
 
@@ -55,6 +57,8 @@ class CudaBackend final : public Backend {
  public:
   Device device() const override { return Device::cuda; }
   bool computes_in(DType t) const override { return t == DType::f32 || t == DType::bf16; }
+  void push_range(const std::string& name) const override { nvtxRangePushA(name.c_str()); }
+  void pop_range() const override { nvtxRangePop(); }
 
   void encoder_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                        int row0) const override {

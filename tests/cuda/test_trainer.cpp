@@ -94,3 +94,20 @@ TEST_CASE("trainer on cuda, bf16: optimizer offload to host memory follows the r
   params["zero_optimization"]["offload_param"] = {{"device", "cpu"}};
   CHECK_THROWS_WITH(losses(params, 1), doctest::Contains("offload_param with units on cuda is not supported yet"));
 }
+
+TEST_CASE("trainer on cuda, fp16: f32 compute over an f16 wire with dynamic loss scaling learns") {
+  // The CUDA kernels compute in f32 and bf16, so fp16 widens as on the CPU ([Note: mixed
+  // precision]) and the loss scaler works as there.
+  test::TempDir dir;
+  nlohmann::json c = config(dir, "cuda", 3);
+  c["fp16"] = {{"enabled", true}, {"initial_scale_power", 12}};
+  Trainer t(parse_config(c));
+  std::vector<double> l;
+  for (int s = 0; s < 30; ++s) {
+    const StepStats st = t.step();
+    CHECK(st.loss_scale > 0);
+    if (!st.skipped) l.push_back(st.loss);
+  }
+  REQUIRE(l.size() >= 20);
+  CHECK(l.back() < l.front() - 1.5);
+}

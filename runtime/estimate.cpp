@@ -567,6 +567,11 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
       "offload; stages 0-1: the ZeRO paper's 16P and 4P+12P/N), for 16-bit parameters and gradients with fp32\n"
       "master weights. Here compute on the CPU widens to f32: the parameters and gradients the model uses are\n"
       "f32 in every precision, and bf16/fp16 add 16-bit parameter shards, wire buffers and fp32 masters.\n";
+  if (cfg.train.device == "cuda" && cfg.precision.dtype == "bf16")
+    out +=
+        "\nNot modelled yet: train.device cuda computes in bf16 (runtime/zero/sharded_unit.hpp, [Note: compute\n"
+        "in 16 bits]), so there the model's parameters and gradients take 2 bytes an element with no f32 copy\n"
+        "and no wire buffer; the figures above are the CPU's layout, an upper bound for those categories.\n";
   return out;
 }
 

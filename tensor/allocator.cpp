@@ -55,7 +55,7 @@ void Allocator::zero(void* p, size_t bytes) {
   if (bytes) std::memset(p, 0, bytes);
 }
 
-void Allocator::copy(void* dst, const void* src, size_t bytes) {
+void Allocator::copy(void* dst, const void* src, size_t bytes, bool) {
   if (bytes) std::memcpy(dst, src, bytes);
 }
 

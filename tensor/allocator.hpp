@@ -53,9 +53,11 @@ class Allocator {
   // thread's stream (CudaStreamScope) like the kernels that follow.
   virtual void zero(void* p, size_t bytes);
   // Copies `bytes` from src to dst where either side is this allocator's memory and the other
-  // host memory (or this allocator's too); returns once dst holds the bytes. Tensor::copy_from
-  // picks the device side's allocator.
-  virtual void copy(void* dst, const void* src, size_t bytes);
+  // host memory (or this allocator's too); returns once dst holds the bytes, or with `wait`
+  // false possibly before (a device's copy then runs in order on the calling thread's stream, and
+  // src must stay untouched until work ordered after it has run). Tensor::copy_from picks the
+  // device side's allocator.
+  virtual void copy(void* dst, const void* src, size_t bytes, bool wait = true);
   // Host memory for staging this allocator's data on the host: page-locked and registered with a
   // device (so its copies run at full speed), or for host memory the host allocator itself.
   virtual Allocator& pinned_host();

@@ -161,12 +161,12 @@ class CudaAllocator final : public Allocator {
 
   // Staging copies (initialisation, tokens in, logits and losses out) rather than a step's
   // traffic, which moves through pinned buffers on the copy streams; so this one waits.
-  void copy(void* dst, const void* src, size_t bytes) override {
+  void copy(void* dst, const void* src, size_t bytes, bool wait) override {
     if (!bytes) return;
     CudaDeviceGuard on(device_);
     cudaStream_t s = current_cuda_stream();
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e == cudaSuccess && wait) e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) fail(e, device_, "copy of " + std::to_string(bytes) + " bytes");
   }
 

@@ -106,13 +106,13 @@ void Tensor::zero() const {
   if (numel()) allocator().zero(device_ptr(), nbytes());
 }
 
-void Tensor::copy_from(const Tensor& src) const {
+void Tensor::copy_from(const Tensor& src, bool wait) const {
   if (src.dtype() != dtype_ || src.numel() != numel())
     throw std::invalid_argument("copy of " + shape_str(src.shape()) + " " + std::string(dtype_name(src.dtype())) +
                                 " into " + shape_str(shape_) + " " + std::string(dtype_name(dtype_)));
   if (!numel()) return;
   Allocator& a = device() != Device::cpu ? allocator() : src.allocator();
-  a.copy(device_ptr(), src.device_ptr(), nbytes());
+  a.copy(device_ptr(), src.device_ptr(), nbytes(), wait);
 }
 
 Tensor Tensor::to(Allocator& a, MemCategory c) const {

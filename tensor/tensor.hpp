@@ -94,8 +94,8 @@ class Tensor {
   void fill(float v) const;
   void zero() const;
   // Copies src's bytes into this tensor (same dtype and numel), between any two devices; returns
-  // once they are here ([Allocator::copy]).
-  void copy_from(const Tensor& src) const;
+  // once they are here, or with `wait` false possibly before ([Allocator::copy]).
+  void copy_from(const Tensor& src, bool wait = true) const;
   // A copy of this tensor in `a`'s memory, charged to `c`.
   Tensor to(Allocator& a, MemCategory c) const;
 

@@ -44,13 +44,21 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
       offload_states_(options.offload_states),
       param_offloaded_(options.offload_param && stage == 3 && !persistent_),
       narrow_(wire_ != DType::f32 && backend_->computes_in(wire_)),
-      staged_(offload_states_ && memory_->device() != Device::cpu) {
+      staged_(offload_states_ && memory_->device() != Device::cpu),
+      param_host_(param_offloaded_ && memory_->device() != Device::cpu) {
   const std::string where(device_name(memory_->device()));
-  if (param_offloaded_ && memory_->device() != Device::cpu)
-    throw std::invalid_argument("unit " + name_ + ": offload_param with units on " + where + " is not supported yet");
-  if (staged_ && !mixed())
-    throw std::invalid_argument("unit " + name_ + ": offload_optimizer with units on " + where +
+  if ((staged_ || param_host_) && !mixed())
+    throw std::invalid_argument("unit " + name_ + ": " + (staged_ ? "offload_optimizer" : "offload_param") +
+                                " with units on " + where +
                                 " needs bf16 or fp16 (in fp32 the parameters are the master AdamW updates)");
+  // [Note: offload from a device]: an offloaded 16-bit shard lives on the host (page-locked) and
+  // the gather sends a device copy of it.
+  const auto shard_of = [&](int64_t n) {
+    if (!param_offloaded_) return kept(n, MemCategory::parameters, wire_);
+    if (!param_host_) return absent(n, MemCategory::parameters, wire_);
+    upload_ = absent(n, MemCategory::parameters, wire_);
+    return Tensor::meta({n}, wire_, MemCategory::parameters, memory_->pinned_host());
+  };
   // An offloaded master passes through host memory on its way to the store.
   Allocator& master_memory = staged_ ? cpu_allocator() : *memory_;
   const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;  // M: the master's length
@@ -61,11 +69,11 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
                               : kept(M, MemCategory::optimizer);
     if (stage_ == 0) shard16_ = full_params_;
     else if (stage_ < 3) shard16_ = full_params_.view(geo_.begin(), {S});
-    else shard16_ = kept(S, MemCategory::parameters, wire_);
+    else shard16_ = shard_of(S);
   } else if (mixed()) {
     master_ = offload_states_ ? Tensor::meta({M}, DType::f32, MemCategory::optimizer, master_memory)
                               : kept(M, MemCategory::optimizer);
-    shard16_ = param_offloaded_ ? absent(M, MemCategory::parameters, wire_) : kept(M, MemCategory::parameters, wire_);
+    shard16_ = shard_of(M);
     wire_params_ = absent(P, MemCategory::parameters, wire_);
     wire_grads_ = absent(P, MemCategory::gradients, wire_);
   } else if (stage_ == 0) {
@@ -98,10 +106,10 @@ void ShardedUnit::start_gather() {
   full_params_.storage()->materialize();
   param_started_ = Trace::clock::now();
   if (narrow_) {  // in place at stages 1-2, as in fp32
-    param_work_ = comm_->all_gather_async(shard16_, full_params_);
+    param_work_ = comm_->all_gather_async(gather_source(), full_params_);
   } else if (mixed()) {
     wire_params_.storage()->materialize();
-    param_work_ = comm_->all_gather_async(shard16_, wire_params_);
+    param_work_ = comm_->all_gather_async(gather_source(), wire_params_);
   } else {
     // In place at stages 1-2 (the master is this rank's slice of the full buffer).
     param_work_ = comm_->all_gather_async(master_, full_params_);
@@ -117,9 +125,19 @@ void ShardedUnit::trace(TraceLane lane, const char* what, Trace::clock::time_poi
   trace_->span(lane, std::string(what) + " " + name_, begin, std::max(begin, end));
 }
 
+Tensor ShardedUnit::gather_source() {
+  if (!param_host_) return shard16_;
+  // Not waited for: the collective is ordered after it, and the host shard stays until the
+  // gather completed (done_with in finish_gather).
+  upload_.storage()->materialize();
+  upload_.copy_from(shard16_, false);
+  return upload_;
+}
+
 void ShardedUnit::finish_gather() {
   trace(TraceLane::all_gather, "all_gather", param_started_, param_work_);
   param_work_.reset();
+  if (param_host_) upload_.storage()->release();
   if (poff_) poff_->done_with(index_);
   if (widens()) {  // compute widens the 16-bit parameters
     cast_into(wire_params_, full_params_);
@@ -285,13 +303,13 @@ void ShardedUnit::update_range(float lr, float grad_scale, int t, int64_t begin,
   opt_->step_range(lr, grad_scale, t, begin, end, master, m, v);
   // Offload starts at stage 1, where the 16-bit shard is only this rank's slice.
   if (mixed()) {
-    const Tensor& shard = staged_ ? host_shard16_ : shard16_;
+    const Tensor& shard = staged_ && !param_host_ ? host_shard16_ : shard16_;
     cpu::cast(static_cast<uint16_t*>(shard.raw()) + begin, wire_, master, DType::f32, static_cast<size_t>(end - begin));
   }
 }
 
 void ShardedUnit::finish_update() {
-  if (staged_) shard16_.copy_from(host_shard16_);
+  if (staged_ && !param_host_) shard16_.copy_from(host_shard16_);
   update_pending_ = false;
   if (std::exchange(zero_pending_, false)) begin_step();
   if (poff_) poff_->store(index_);

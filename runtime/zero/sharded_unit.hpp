@@ -30,8 +30,11 @@
 // still runs AdamW on the host over its host or NVMe records: a unit's update first brings its
 // gradient shard down into a pinned host buffer (f32), and its end takes the 16-bit shard, written
 // into a second pinned buffer group by group, up to the device. The master passes through host
-// memory on its way to the store. It needs a 16-bit wire (in fp32 the master is the device's
-// parameters). Parameter offload keeps its shards on the host and is refused on a device for now.
+// memory on its way to the store. Parameter offload keeps the 16-bit shards in page-locked host
+// memory (the ParamOffload moves them to and from its store as on the CPU): a gather first copies
+// the shard up into a device buffer of the unit's, which goes once the gather completed; an
+// update writes the shard on the host (cast on the device and copied down, or by the offloaded
+// optimizer directly). Both need a 16-bit wire (in fp32 the master is the device's parameters).
 #pragma once
 
 #include <string>
@@ -158,6 +161,7 @@ class ShardedUnit final : public ScheduledUnit {
  private:
   void finish_reduce();
   void finish_gather();
+  Tensor gather_source();  // the shard the all-gather sends, on the unit's device
   bool mixed() const { return wire_ != DType::f32; }
   bool widens() const { return mixed() && !narrow_; }  // compute in f32 over a 16-bit wire
   Tensor kept(int64_t n, MemCategory c, DType t = DType::f32) const;    // zeroed now
@@ -178,7 +182,8 @@ class ShardedUnit final : public ScheduledUnit {
   bool offload_states_;
   bool param_offloaded_;
   bool narrow_;  // [Note: compute in 16 bits]
-  bool staged_;  // [Note: offload from a device]
+  bool staged_;      // [Note: offload from a device]: the optimizer's states
+  bool param_host_;  // [Note: offload from a device]: the 16-bit shard
   ParamOffload* poff_ = nullptr;
   OptimizerOffload* opt_offload_ = nullptr;
   int index_ = -1;  // this unit's index in the engine (and so in its offloads)
@@ -190,6 +195,7 @@ class ShardedUnit final : public ScheduledUnit {
   // [Note: offload from a device] only: pinned host copies of the gradient shard (f32) and of the
   // 16-bit shard the update writes.
   Tensor host_grads_, host_shard16_;
+  Tensor upload_;  // the device copy of a host shard, while its gather runs
   std::unique_ptr<AdamW> opt_;
   WorkPtr param_work_, grad_work_;
   Trace* trace_ = nullptr;

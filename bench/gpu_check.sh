@@ -100,7 +100,8 @@ run bench gpu_step 90
 # vocabulary, over an llm.c token shard written here (random GPT-2 token ids: the step's cost does
 # not depend on the text), bf16 (the default on cuda), 12 steps; the last step's line gives
 # tokens/s and the FLOP rate, MFU against gpu_step's GEMM ceiling.
-shard=$OUT/tokens_train_000.bin
+mkdir -p /tmp/ztrain-gpu-data
+shard=/tmp/ztrain-gpu-data/tokens_train_000.bin  # not under $OUT: nothing to bring back
 python3 - "$shard" <<'PY'
 import random, struct, sys
 n = 4 * 16 * 1025 * 13  # 13 steps of B=16 x (T+1), with room

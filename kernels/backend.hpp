@@ -83,6 +83,12 @@ class Backend : public RangeMarker {
                             const Tensor& v, const AdamWArgs& a) const = 0;
 };
 
+// Sizes as the kernels take them: a tensor's rows (every dimension but the last), one dimension,
+// its element count.
+inline int rows_of(const Tensor& x) { return static_cast<int>(x.numel() / x.dim(-1)); }
+inline int dim_of(const Tensor& t, int i) { return static_cast<int>(t.dim(i)); }
+inline size_t count_of(const Tensor& t) { return static_cast<size_t>(t.numel()); }
+
 // The backend of device `d`. Throws std::invalid_argument naming the device when this build has
 // no kernels for it (built without CUDA).
 const Backend& backend(Device d);

@@ -60,7 +60,6 @@ Tensor ids_beside(const Tensor& ids, const Tensor& like) {
   return ids.device() == like.device() ? ids : ids.to(like.allocator(), MemCategory::activations);
 }
 
-int rows_of(const Tensor& x) { return static_cast<int>(x.numel() / x.dim(-1)); }
 
 }  // namespace
 

@@ -17,9 +17,6 @@ float* f32(const Tensor& t) {
   return t.data<float>();
 }
 
-int rows_of(const Tensor& x) { return static_cast<int>(x.numel() / x.dim(-1)); }
-int dim(const Tensor& t, int i) { return static_cast<int>(t.dim(i)); }
-size_t count(const Tensor& t) { return static_cast<size_t>(t.numel()); }
 
 class CpuBackend final : public Backend {
  public:
@@ -30,53 +27,53 @@ class CpuBackend final : public Backend {
 
   void encoder_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                        int row0) const override {
-    cpu::encoder_forward(f32(out), tokens.data<int32_t>(), f32(wte), f32(wpe), dim(tokens, 0), dim(tokens, 1),
-                         dim(out, -1), row0, wte.defined() ? dim(wte, 0) : 0);
+    cpu::encoder_forward(f32(out), tokens.data<int32_t>(), f32(wte), f32(wpe), dim_of(tokens, 0), dim_of(tokens, 1),
+                         dim_of(out, -1), row0, wte.defined() ? dim_of(wte, 0) : 0);
   }
   void encoder_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
                         int row0) const override {
-    cpu::encoder_backward(f32(dwte), f32(dwpe), f32(dout), tokens.data<int32_t>(), dim(tokens, 0), dim(tokens, 1),
-                          dim(dout, -1), row0, dwte.defined() ? dim(dwte, 0) : 0);
+    cpu::encoder_backward(f32(dwte), f32(dwpe), f32(dout), tokens.data<int32_t>(), dim_of(tokens, 0), dim_of(tokens, 1),
+                          dim_of(dout, -1), row0, dwte.defined() ? dim_of(dwte, 0) : 0);
   }
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                          const Tensor& weight, const Tensor& bias) const override {
-    cpu::layernorm_forward(f32(out), f32(mean), f32(rstd), f32(x), f32(weight), f32(bias), rows_of(x), dim(x, -1));
+    cpu::layernorm_forward(f32(out), f32(mean), f32(rstd), f32(x), f32(weight), f32(bias), rows_of(x), dim_of(x, -1));
   }
   void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                           const Tensor& x, const Tensor& weight, const Tensor& mean,
                           const Tensor& rstd) const override {
     cpu::layernorm_backward(f32(dx), f32(dweight), f32(dbias), f32(dout), f32(x), f32(weight), f32(mean), f32(rstd),
-                            rows_of(x), dim(x, -1));
+                            rows_of(x), dim_of(x, -1));
   }
   void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
-    cpu::matmul_forward(f32(out), f32(x), f32(weight), f32(bias), rows_of(x), dim(x, -1), dim(weight, 0));
+    cpu::matmul_forward(f32(out), f32(x), f32(weight), f32(bias), rows_of(x), dim_of(x, -1), dim_of(weight, 0));
   }
   void matmul_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                        const Tensor& x, const Tensor& weight) const override {
-    cpu::matmul_backward(f32(dx), f32(dweight), f32(dbias), f32(dout), f32(x), f32(weight), rows_of(x), dim(x, -1),
-                         dim(weight, 0));
+    cpu::matmul_backward(f32(dx), f32(dweight), f32(dbias), f32(dout), f32(x), f32(weight), rows_of(x), dim_of(x, -1),
+                         dim_of(weight, 0));
   }
   Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head) const override {
-    const int B = dim(qkv, 0), T = dim(qkv, 1);
+    const int B = dim_of(qkv, 0), T = dim_of(qkv, 1);
     Tensor att = Tensor::empty({B, n_head, T, T}, DType::f32, MemCategory::activations);
-    cpu::attention_forward(f32(out), f32(att), f32(qkv), B, T, dim(out, -1), n_head);
+    cpu::attention_forward(f32(out), f32(att), f32(qkv), B, T, dim_of(out, -1), n_head);
     return att;
   }
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor&,
                           const Tensor& att, int n_head) const override {
-    cpu::attention_backward(f32(dqkv), f32(dout), f32(qkv), f32(att), dim(qkv, 0), dim(qkv, 1), dim(dout, -1), n_head);
+    cpu::attention_backward(f32(dqkv), f32(dout), f32(qkv), f32(att), dim_of(qkv, 0), dim_of(qkv, 1), dim_of(dout, -1), n_head);
   }
   void gelu_forward(const Tensor& out, const Tensor& x) const override {
-    cpu::gelu_forward(f32(out), f32(x), count(x));
+    cpu::gelu_forward(f32(out), f32(x), count_of(x));
   }
   void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
-    cpu::gelu_backward(f32(dx), f32(x), f32(dout), count(x));
+    cpu::gelu_backward(f32(dx), f32(x), f32(dout), count_of(x));
   }
   void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) const override {
-    cpu::residual_forward(f32(out), f32(a), f32(b), count(a));
+    cpu::residual_forward(f32(out), f32(a), f32(b), count_of(a));
   }
   void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) const override {
-    cpu::residual_backward(f32(da), f32(db), f32(dout), count(dout));
+    cpu::residual_backward(f32(da), f32(db), f32(dout), count_of(dout));
   }
   void crossentropy_forward(const Tensor& losses, const Tensor& lse, const std::vector<Tensor>& parts,
                             const Tensor& targets, int V, int ignore_index) const override {
@@ -84,7 +81,7 @@ class CpuBackend final : public Backend {
     for (const Tensor& p : parts) in.push_back(f32(p));
     const int K = static_cast<int>(parts.size());
     cpu::crossentropy_forward(f32(losses), f32(lse), in.data(), K, targets.data<int32_t>(), rows_of(parts[0]), V,
-                              K * dim(parts[0], -1), ignore_index);
+                              K * dim_of(parts[0], -1), ignore_index);
   }
   void crossentropy_backward(const std::vector<Tensor>& parts, const Tensor& lse, const Tensor& targets, float scale,
                              int V, int ignore_index) const override {
@@ -92,20 +89,20 @@ class CpuBackend final : public Backend {
     for (const Tensor& p : parts) d.push_back(f32(p));
     const int K = static_cast<int>(parts.size());
     cpu::crossentropy_backward(d.data(), K, f32(lse), targets.data<int32_t>(), scale, rows_of(parts[0]), V,
-                               K * dim(parts[0], -1), ignore_index);
+                               K * dim_of(parts[0], -1), ignore_index);
   }
 
   void cast(const Tensor& out, const Tensor& in) const override {
-    cpu::cast(out.raw(), out.dtype(), in.raw(), in.dtype(), count(in));
+    cpu::cast(out.raw(), out.dtype(), in.raw(), in.dtype(), count_of(in));
   }
   void accumulate(const Tensor& dst, const Tensor& src) const override {
-    cpu::residual_forward(f32(dst), f32(dst), f32(src), count(dst));
+    cpu::residual_forward(f32(dst), f32(dst), f32(src), count_of(dst));
   }
-  double sum_squares(const Tensor& x) const override { return cpu::sum_squares(f32(x), count(x)); }
-  bool any_nonfinite(const Tensor& x) const override { return cpu::any_nonfinite(f32(x), count(x)); }
+  double sum_squares(const Tensor& x) const override { return cpu::sum_squares(f32(x), count_of(x)); }
+  bool any_nonfinite(const Tensor& x) const override { return cpu::any_nonfinite(f32(x), count_of(x)); }
   void adamw_update(const Tensor& master, const Tensor& low, const Tensor& grads, const Tensor& m, const Tensor& v,
                     const AdamWArgs& a) const override {
-    cpu::adamw_update(f32(master), f32(grads), f32(m), f32(v), count(master), a.lr, a.beta1, a.beta2, a.eps,
+    cpu::adamw_update(f32(master), f32(grads), f32(m), f32(v), count_of(master), a.lr, a.beta1, a.beta2, a.eps,
                       a.weight_decay, a.t, a.grad_scale);
     if (low.defined()) cast(low, master);
   }

@@ -20,9 +20,6 @@ using cuda::bf16;
 
 cudaStream_t stream() { return current_cuda_stream(); }
 
-int rows_of(const Tensor& x) { return static_cast<int>(x.numel() / x.dim(-1)); }
-int dim(const Tensor& t, int i) { return static_cast<int>(t.dim(i)); }
-size_t count(const Tensor& t) { return static_cast<size_t>(t.numel()); }
 
 // The device pointer of t as T, or null for an undefined tensor (a gradient not asked for).
 template <class T>
@@ -63,17 +60,17 @@ class CudaBackend final : public Backend {
   void encoder_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                        int row0) const override {
     by_dtype("encoder_forward", out.dtype(), {&wte, &wpe}, [&]<class T>(T) {
-      cuda::encoder_forward<T>(ptr<T>(out), ptr<int32_t>(tokens), ptr<T>(wte), ptr<T>(wpe), dim(tokens, 0),
-                               dim(tokens, 1), dim(out, -1), row0, wte.defined() ? dim(wte, 0) : 0, stream());
+      cuda::encoder_forward<T>(ptr<T>(out), ptr<int32_t>(tokens), ptr<T>(wte), ptr<T>(wpe), dim_of(tokens, 0),
+                               dim_of(tokens, 1), dim_of(out, -1), row0, wte.defined() ? dim_of(wte, 0) : 0, stream());
     });
   }
   void encoder_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
                         int row0) const override {
-    const int B = dim(tokens, 0), T_ = dim(tokens, 1), rows = dwte.defined() ? dim(dwte, 0) : 0;
+    const int B = dim_of(tokens, 0), T_ = dim_of(tokens, 1), rows = dwte.defined() ? dim_of(dwte, 0) : 0;
     const size_t bytes = dwte.defined() ? cuda::encoder_backward_scratch_bytes(B, T_, rows) : 0;
     const Tensor scratch = bytes ? scratch_bytes(dout, bytes) : Tensor();
     by_dtype("encoder_backward", dout.dtype(), {&dwte, &dwpe}, [&]<class T>(T) {
-      cuda::encoder_backward<T>(ptr<T>(dwte), ptr<T>(dwpe), ptr<T>(dout), ptr<int32_t>(tokens), B, T_, dim(dout, -1),
+      cuda::encoder_backward<T>(ptr<T>(dwte), ptr<T>(dwpe), ptr<T>(dout), ptr<int32_t>(tokens), B, T_, dim_of(dout, -1),
                                 row0, rows, ptr<void>(scratch), bytes, stream());
     });
   }
@@ -81,13 +78,13 @@ class CudaBackend final : public Backend {
                          const Tensor& weight, const Tensor& bias) const override {
     by_dtype("layernorm_forward", x.dtype(), {&out, &weight, &bias}, [&]<class T>(T) {
       cuda::layernorm_forward<T>(ptr<T>(out), stats(mean), stats(rstd), ptr<T>(x), ptr<T>(weight), ptr<T>(bias),
-                                 rows_of(x), dim(x, -1), stream());
+                                 rows_of(x), dim_of(x, -1), stream());
     });
   }
   void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                           const Tensor& x, const Tensor& weight, const Tensor& mean,
                           const Tensor& rstd) const override {
-    const int N = rows_of(x), C = dim(x, -1);
+    const int N = rows_of(x), C = dim_of(x, -1);
     const bool params = dweight.defined() || dbias.defined();
     const Tensor scratch =
         params ? scratch_bytes(x, cuda::layernorm_backward_scratch_floats(N, C) * sizeof(float)) : Tensor();
@@ -98,50 +95,50 @@ class CudaBackend final : public Backend {
   }
   void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
     by_dtype("matmul_forward", x.dtype(), {&out, &weight, &bias}, [&]<class T>(T) {
-      cuda::matmul_forward<T>(ptr<T>(out), ptr<T>(x), ptr<T>(weight), ptr<T>(bias), rows_of(x), dim(x, -1),
-                              dim(weight, 0), stream());
+      cuda::matmul_forward<T>(ptr<T>(out), ptr<T>(x), ptr<T>(weight), ptr<T>(bias), rows_of(x), dim_of(x, -1),
+                              dim_of(weight, 0), stream());
     });
   }
   void matmul_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                        const Tensor& x, const Tensor& weight) const override {
     by_dtype("matmul_backward", x.dtype(), {&dx, &dweight, &dbias, &dout, &weight}, [&]<class T>(T) {
       cuda::matmul_backward<T>(ptr<T>(dx), ptr<T>(dweight), ptr<T>(dbias), ptr<T>(dout), ptr<T>(x), ptr<T>(weight),
-                               rows_of(x), dim(x, -1), dim(weight, 0), stream());
+                               rows_of(x), dim_of(x, -1), dim_of(weight, 0), stream());
     });
   }
   Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head) const override {
-    const int B = dim(qkv, 0), T_ = dim(qkv, 1);
+    const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1);
     Tensor lse = Tensor::empty({B, n_head, T_}, DType::f32, MemCategory::activations, qkv.allocator());
     by_dtype("attention_forward", qkv.dtype(), {&out}, [&]<class T>(T) {
-      cuda::attention_forward<T>(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), B, T_, dim(out, -1), n_head, stream());
+      cuda::attention_forward<T>(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), B, T_, dim_of(out, -1), n_head, stream());
     });
     return lse;
   }
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& lse, int n_head) const override {
-    const int B = dim(qkv, 0), T_ = dim(qkv, 1);
+    const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1);
     const Tensor scratch = scratch_bytes(qkv, static_cast<size_t>(B) * n_head * T_ * sizeof(float));
     by_dtype("attention_backward", qkv.dtype(), {&dqkv, &dout, &out}, [&]<class T>(T) {
       cuda::attention_backward<T>(ptr<T>(dqkv), ptr<float>(scratch), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out),
-                                  stats(lse), B, T_, dim(out, -1), n_head, stream());
+                                  stats(lse), B, T_, dim_of(out, -1), n_head, stream());
     });
   }
   void gelu_forward(const Tensor& out, const Tensor& x) const override {
     by_dtype("gelu_forward", x.dtype(), {&out},
-             [&]<class T>(T) { cuda::gelu_forward<T>(ptr<T>(out), ptr<T>(x), count(x), stream()); });
+             [&]<class T>(T) { cuda::gelu_forward<T>(ptr<T>(out), ptr<T>(x), count_of(x), stream()); });
   }
   void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
     if (!dx.defined()) return;
     by_dtype("gelu_backward", x.dtype(), {&dx, &dout},
-             [&]<class T>(T) { cuda::gelu_backward<T>(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), count(x), stream()); });
+             [&]<class T>(T) { cuda::gelu_backward<T>(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), count_of(x), stream()); });
   }
   void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) const override {
     by_dtype("residual_forward", a.dtype(), {&out, &b},
-             [&]<class T>(T) { cuda::residual_forward<T>(ptr<T>(out), ptr<T>(a), ptr<T>(b), count(a), stream()); });
+             [&]<class T>(T) { cuda::residual_forward<T>(ptr<T>(out), ptr<T>(a), ptr<T>(b), count_of(a), stream()); });
   }
   void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) const override {
     by_dtype("residual_backward", dout.dtype(), {&da, &db}, [&]<class T>(T) {
-      cuda::residual_backward<T>(ptr<T>(da), ptr<T>(db), ptr<T>(dout), count(dout), stream());
+      cuda::residual_backward<T>(ptr<T>(da), ptr<T>(db), ptr<T>(dout), count_of(dout), stream());
     });
   }
   void crossentropy_forward(const Tensor& losses, const Tensor& lse, const std::vector<Tensor>& parts,
@@ -149,7 +146,7 @@ class CudaBackend final : public Backend {
     const Tensor& logits = one_part(parts);
     by_dtype("crossentropy_forward", logits.dtype(), {}, [&]<class T>(T) {
       cuda::crossentropy_forward<T>(stats(losses), stats(lse), ptr<T>(logits), ptr<int32_t>(targets), rows_of(logits),
-                                    V, dim(logits, -1), ignore_index, stream());
+                                    V, dim_of(logits, -1), ignore_index, stream());
     });
   }
   void crossentropy_backward(const std::vector<Tensor>& parts, const Tensor& lse, const Tensor& targets, float scale,
@@ -157,16 +154,16 @@ class CudaBackend final : public Backend {
     const Tensor& logits = one_part(parts);
     by_dtype("crossentropy_backward", logits.dtype(), {}, [&]<class T>(T) {
       cuda::crossentropy_backward<T>(ptr<T>(logits), stats(lse), ptr<int32_t>(targets), scale, rows_of(logits), V,
-                                     dim(logits, -1), ignore_index, stream());
+                                     dim_of(logits, -1), ignore_index, stream());
     });
   }
 
   void cast(const Tensor& out, const Tensor& in) const override {
-    cuda::cast(out.device_ptr(), out.dtype(), in.device_ptr(), in.dtype(), count(in), stream());
+    cuda::cast(out.device_ptr(), out.dtype(), in.device_ptr(), in.dtype(), count_of(in), stream());
   }
   void accumulate(const Tensor& dst, const Tensor& src) const override {
     by_dtype("accumulate", dst.dtype(), {&src},
-             [&]<class T>(T) { cuda::residual_forward<T>(ptr<T>(dst), ptr<T>(dst), ptr<T>(src), count(dst), stream()); });
+             [&]<class T>(T) { cuda::residual_forward<T>(ptr<T>(dst), ptr<T>(dst), ptr<T>(src), count_of(dst), stream()); });
   }
   double sum_squares(const Tensor& x) const override {
     // One double for the sum and kSumSquaresScratch partials, in one block of the cache.
@@ -174,7 +171,7 @@ class CudaBackend final : public Backend {
     buf.zero();
     double* sum = ptr<double>(buf);
     by_dtype("sum_squares", x.dtype(), {},
-             [&]<class T>(T) { cuda::sum_squares<T>(sum, ptr<T>(x), count(x), sum + 1, stream()); });
+             [&]<class T>(T) { cuda::sum_squares<T>(sum, ptr<T>(x), count_of(x), sum + 1, stream()); });
     double host = 0;
     x.allocator().copy(&host, sum, sizeof host);
     return host;
@@ -182,7 +179,7 @@ class CudaBackend final : public Backend {
   bool any_nonfinite(const Tensor& x) const override {
     const Tensor flag = Tensor::zeros({1}, DType::i32, MemCategory::activations, x.allocator());
     by_dtype("any_nonfinite", x.dtype(), {},
-             [&]<class T>(T) { cuda::any_nonfinite<T>(ptr<int>(flag), ptr<T>(x), count(x), stream()); });
+             [&]<class T>(T) { cuda::any_nonfinite<T>(ptr<int>(flag), ptr<T>(x), count_of(x), stream()); });
     int host = 0;
     x.allocator().copy(&host, flag.device_ptr(), sizeof host);
     return host != 0;
@@ -193,7 +190,7 @@ class CudaBackend final : public Backend {
     const bool fused = low.defined() && low.dtype() == grads.dtype();
     by_dtype("adamw_update", grads.dtype(), {}, [&]<class T>(T) {
       cuda::adamw_update<T>(stats(master), fused ? ptr<T>(low) : nullptr, ptr<T>(grads), stats(m), stats(v),
-                            count(master), a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t, a.grad_scale, stream());
+                            count_of(master), a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t, a.grad_scale, stream());
     });
     if (low.defined() && !fused) cast(low, master);
   }

@@ -21,12 +21,7 @@ const GPT2Dims kSmall{/*maxT*/ 32, /*V*/ 100, /*Vp*/ 128, /*L*/ 2, /*NH*/ 4, /*C
 
 // A device or host tensor's values as host floats.
 std::vector<float> host_values(const Tensor& t) {
-  const Tensor here = t.device() == Device::cpu ? t : t.to(cpu_allocator(), MemCategory::other);
-  Tensor wide = here;
-  if (here.dtype() != DType::f32) {
-    wide = Tensor::empty(here.shape(), DType::f32);
-    backend(Device::cpu).cast(wide, here);
-  }
+  const Tensor wide = host_f32(t);
   return std::vector<float>(wide.data<float>(), wide.data<float>() + wide.numel());
 }
 

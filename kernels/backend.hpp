@@ -72,10 +72,11 @@ class Backend : public RangeMarker {
   virtual void cast(const Tensor& out, const Tensor& in) const = 0;
   // dst += src, both f32 of one numel.
   virtual void accumulate(const Tensor& dst, const Tensor& src) const = 0;
-  // The sum of x's squares (f32, or bf16 on cuda) in double; waits for the device.
-  virtual double sum_squares(const Tensor& x) const = 0;
-  // Whether x holds an inf or a NaN; waits for the device.
-  virtual bool any_nonfinite(const Tensor& x) const = 0;
+  // The sum of the squares of every tensor's elements (f32, or bf16 on cuda), in double, the
+  // tensors' sums added in order; waits for the device once.
+  virtual double sum_squares(const std::vector<Tensor>& xs) const = 0;
+  // Whether any of them holds an inf or a NaN; waits for the device once.
+  virtual bool any_nonfinite(const std::vector<Tensor>& xs) const = 0;
   // AdamW over master (f32) with grads, m, v (f32, grads also bf16 on cuda); `low`, when defined,
   // receives the updated master rounded to its dtype in the same pass (cuda; the CPU backend
   // casts after the update, which gives the same bits).

@@ -98,8 +98,16 @@ class CpuBackend final : public Backend {
   void accumulate(const Tensor& dst, const Tensor& src) const override {
     cpu::residual_forward(f32(dst), f32(dst), f32(src), count_of(dst));
   }
-  double sum_squares(const Tensor& x) const override { return cpu::sum_squares(f32(x), count_of(x)); }
-  bool any_nonfinite(const Tensor& x) const override { return cpu::any_nonfinite(f32(x), count_of(x)); }
+  double sum_squares(const std::vector<Tensor>& xs) const override {
+    double sum = 0.0;
+    for (const Tensor& x : xs) sum += cpu::sum_squares(f32(x), count_of(x));
+    return sum;
+  }
+  bool any_nonfinite(const std::vector<Tensor>& xs) const override {
+    for (const Tensor& x : xs)
+      if (cpu::any_nonfinite(f32(x), count_of(x))) return true;
+    return false;
+  }
   void adamw_update(const Tensor& master, const Tensor& low, const Tensor& grads, const Tensor& m, const Tensor& v,
                     const AdamWArgs& a) const override {
     cpu::adamw_update(f32(master), f32(grads), f32(m), f32(v), count_of(master), a.lr, a.beta1, a.beta2, a.eps,

@@ -165,23 +165,28 @@ class CudaBackend final : public Backend {
     by_dtype("accumulate", dst.dtype(), {&src},
              [&]<class T>(T) { cuda::residual_forward<T>(ptr<T>(dst), ptr<T>(dst), ptr<T>(src), count_of(dst), stream()); });
   }
-  double sum_squares(const Tensor& x) const override {
-    // One double for the sum and kSumSquaresScratch partials, in one block of the cache.
-    const Tensor buf = scratch_bytes(x, (1 + cuda::kSumSquaresScratch) * sizeof(double));
+  double sum_squares(const std::vector<Tensor>& xs) const override {
+    if (xs.empty()) return 0.0;
+    // One double that every tensor's sum is added to in order, and kSumSquaresScratch partials
+    // the calls reuse one after another on the stream, in one block of the cache.
+    const Tensor buf = scratch_bytes(xs[0], (1 + cuda::kSumSquaresScratch) * sizeof(double));
     buf.zero();
     double* sum = ptr<double>(buf);
-    by_dtype("sum_squares", x.dtype(), {},
-             [&]<class T>(T) { cuda::sum_squares<T>(sum, ptr<T>(x), count_of(x), sum + 1, stream()); });
+    for (const Tensor& x : xs)
+      by_dtype("sum_squares", x.dtype(), {},
+               [&]<class T>(T) { cuda::sum_squares<T>(sum, ptr<T>(x), count_of(x), sum + 1, stream()); });
     double host = 0;
-    x.allocator().copy(&host, sum, sizeof host);
+    xs[0].allocator().copy(&host, sum, sizeof host);
     return host;
   }
-  bool any_nonfinite(const Tensor& x) const override {
-    const Tensor flag = Tensor::zeros({1}, DType::i32, MemCategory::activations, x.allocator());
-    by_dtype("any_nonfinite", x.dtype(), {},
-             [&]<class T>(T) { cuda::any_nonfinite<T>(ptr<int>(flag), ptr<T>(x), count_of(x), stream()); });
+  bool any_nonfinite(const std::vector<Tensor>& xs) const override {
+    if (xs.empty()) return false;
+    const Tensor flag = Tensor::zeros({1}, DType::i32, MemCategory::activations, xs[0].allocator());
+    for (const Tensor& x : xs)
+      by_dtype("any_nonfinite", x.dtype(), {},
+               [&]<class T>(T) { cuda::any_nonfinite<T>(ptr<int>(flag), ptr<T>(x), count_of(x), stream()); });
     int host = 0;
-    x.allocator().copy(&host, flag.device_ptr(), sizeof host);
+    xs[0].allocator().copy(&host, flag.device_ptr(), sizeof host);
     return host != 0;
   }
   void adamw_update(const Tensor& master, const Tensor& low, const Tensor& grads, const Tensor& m, const Tensor& v,

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/backend.hpp"
+
 namespace zt {
 
 ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
@@ -171,11 +173,17 @@ void ZeroEngine::begin_pass(bool last_micro_batch) { scheduler_->begin_pass(cfg_
 void ZeroEngine::end_pass() { scheduler_->end_pass(); }
 
 double ZeroEngine::grad_norm() {
-  double sq = 0.0;
-  for (const ShardedUnit& x : units_) sq += x.grad_sum_squares();
+  double sq = backend(comm_.memory().device()).sum_squares(grad_shards());
   if (cfg_.stage > 0 && comm_.size() > 1)  // shards: add up every rank's part
     sq = comm_.all_reduce_value(static_cast<float>(sq), ReduceOp::sum);
   return std::sqrt(sq);
+}
+
+std::vector<Tensor> ZeroEngine::grad_shards() const {
+  // This rank's gradients (stage 0: every unit's whole, the same on every rank), in unit order.
+  std::vector<Tensor> shards;
+  for (const ShardedUnit& x : units_) shards.push_back(x.grad_shard());
+  return shards;
 }
 
 void ZeroEngine::set_trace(Trace* t) {
@@ -187,8 +195,7 @@ void ZeroEngine::set_trace(Trace* t) {
 }
 
 bool ZeroEngine::grads_overflowed() {
-  bool bad = false;
-  for (const ShardedUnit& x : units_) bad = bad || x.grads_nonfinite();
+  const bool bad = backend(comm_.memory().device()).any_nonfinite(grad_shards());
   if (comm_.size() == 1) return bad;
   return comm_.all_reduce_value(bad ? 1.0f : 0.0f, ReduceOp::max) != 0.0f;
 }

@@ -96,6 +96,7 @@ class ZeroEngine {
 
  private:
   void gather_all();
+  std::vector<Tensor> grad_shards() const;
   void full_params_written(int u);
 
   GPT2& model_;

@@ -265,13 +265,6 @@ void ShardedUnit::finish_reduce() {
   full_grads_.storage()->release();
 }
 
-double ShardedUnit::grad_sum_squares() const {
-  return backend_->sum_squares(grad_shard_);
-}
-
-bool ShardedUnit::grads_nonfinite() const {
-  return backend_->any_nonfinite(grad_shard_);
-}
 
 void ShardedUnit::update(float lr, float grad_scale, int t) {
   if (state_ == ParamState::gathering) throw std::logic_error("unit " + name_ + ": update during its gather");

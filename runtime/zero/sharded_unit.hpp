@@ -113,10 +113,6 @@ class ShardedUnit final : public ScheduledUnit {
   // Records each collective on its lane from start to completion (null: no trace).
   void set_trace(Trace* t) { trace_ = t; }
 
-  // Sum of squares of this rank's gradients (stage 0: the whole unit, the same on every rank),
-  // and whether any of them is inf or NaN.
-  double grad_sum_squares() const;
-  bool grads_nonfinite() const;
   // AdamW over the master; gradients scaled by grad_scale. Leaves the state sharded where the
   // full parameters must be gathered again.
   void update(float lr, float grad_scale, int t);

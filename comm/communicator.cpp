@@ -15,9 +15,8 @@ namespace {
 // t itself where the communicator's buffers live, else a copy there (its contents copied when
 // `with_data`).
 Tensor in_memory(const Communicator& c, const Tensor& t, bool with_data) {
-  if (t.device() == c.memory().device()) return t;
-  return with_data ? t.to(c.memory(), MemCategory::communication)
-                   : Tensor::empty(t.shape(), t.dtype(), MemCategory::communication, c.memory());
+  if (with_data || t.device() == c.memory().device()) return t.on(c.memory(), MemCategory::communication);
+  return Tensor::empty(t.shape(), t.dtype(), MemCategory::communication, c.memory());
 }
 // Copies a result back from its copy in the communicator's memory (nothing where it is t itself).
 void back(const Tensor& t, const Tensor& there) {

@@ -55,12 +55,6 @@ Tensor output(bool track, const Tensor& like, const Shape& s) {
   return t;
 }
 
-// Integer ids for a kernel on `like`'s device: `ids` itself when it is there already, else a copy.
-Tensor ids_beside(const Tensor& ids, const Tensor& like) {
-  return ids.device() == like.device() ? ids : ids.to(like.allocator(), MemCategory::activations);
-}
-
-
 }  // namespace
 
 Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0) {
@@ -78,7 +72,7 @@ Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tens
     for (int64_t i = 0, n = tokens.numel(); i < n; ++i)  // the model checks the upper bound: wte may be a part
       require(tok[i] >= 0, "embedding", "token id " + std::to_string(tok[i]) + " is negative");
   }
-  const Tensor ids = ids_beside(tokens, table);
+  const Tensor ids = tokens.on(table.allocator(), MemCategory::activations);
   const bool track = tracks(tape, {&wte, &wpe});
   Tensor out = output(track, table, {B, T, C});
   be.encoder_forward(out, ids, wte, wpe, static_cast<int>(row0));
@@ -183,7 +177,7 @@ Tensor cross_entropy(Tape& tape, const std::vector<Tensor>& parts, const Tensor&
   const int64_t R = parts[0].dim(-1), K = static_cast<int64_t>(parts.size()), Vp = K * R, N = rows_of(parts[0]);
   require(targets.numel() == N && targets.dtype() == DType::i32, "cross_entropy", "targets must be i32 with one per row");
   require(V >= 1 && V <= Vp, "cross_entropy", "V must be in [1, Vp]");
-  const Tensor host_targets = targets.device() == Device::cpu ? targets : targets.to(cpu_allocator(), MemCategory::activations);
+  const Tensor host_targets = targets.on(cpu_allocator(), MemCategory::activations);
   const int32_t* tg = host_targets.data<int32_t>();
   int64_t counted = 0;
   for (int64_t i = 0; i < N; ++i) {
@@ -191,10 +185,10 @@ Tensor cross_entropy(Tape& tape, const std::vector<Tensor>& parts, const Tensor&
             "target " + std::to_string(tg[i]) + " outside [0, " + std::to_string(V) + ")");
     counted += tg[i] != ignore_index;
   }
-  const Tensor ids = ids_beside(targets, parts[0]);
+  const Tensor ids = targets.on(parts[0].allocator(), MemCategory::activations);
   Tensor losses = statistic(parts[0], {N}), lse = statistic(parts[0], {N});
   be.crossentropy_forward(losses, lse, parts, ids, V, ignore_index);
-  const Tensor host_losses = losses.device() == Device::cpu ? losses : losses.to(cpu_allocator(), MemCategory::activations);
+  const Tensor host_losses = losses.on(cpu_allocator(), MemCategory::activations);
   double sum = 0.0;
   const float* l = host_losses.data<float>();
   for (int64_t i = 0; i < N; ++i) sum += l[i];

@@ -47,7 +47,7 @@ void store_f32(const Tensor& t, const Tensor& host) {
 
 Tensor host_f32(const Tensor& t) {
   if (t.device() == Device::cpu && t.dtype() == DType::f32) return t;
-  const Tensor here = t.device() == Device::cpu ? t : t.to(cpu_allocator(), MemCategory::other);
+  const Tensor here = t.on(cpu_allocator(), MemCategory::other);
   if (here.dtype() == DType::f32) return here;
   Tensor wide = Tensor::empty(t.shape(), DType::f32, MemCategory::other);
   backend(Device::cpu).cast(wide, here);
@@ -168,7 +168,7 @@ Tensor GPT2::hidden(Tape& tape, const Tensor& host_tokens) {
                                   std::to_string(dims_.padded_vocab_size) + ")");
   // Checked here, then copied once to the parameters' device for the K embedding units.
   const Tensor& wte = param(0, 0);
-  const Tensor tokens = wte.device() == Device::cpu ? host_tokens : host_tokens.to(wte.allocator(), MemCategory::activations);
+  const Tensor tokens = host_tokens.on(wte.allocator(), MemCategory::activations);
   tape.begin_unit(0);
   Tensor x = ops::embedding(tape, tokens, param(0, 0), param(0, 1));
   tape.end_unit(0);

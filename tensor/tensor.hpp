@@ -98,6 +98,8 @@ class Tensor {
   void copy_from(const Tensor& src, bool wait = true) const;
   // A copy of this tensor in `a`'s memory, charged to `c`.
   Tensor to(Allocator& a, MemCategory c) const;
+  // This tensor on `a`'s device: itself when it is there already, else to(a, c).
+  Tensor on(Allocator& a, MemCategory c) const { return device() == a.device() ? *this : to(a, c); }
 
   // Autograd. A tensor that requires grad has a slot (shared by its copies) holding its gradient.
   // Parameters bind their slot to a view of the unit's flat gradient buffer; activations get a

@@ -12,20 +12,35 @@ mp=("$mpirun" --allow-run-as-root --oversubscribe --bind-to none)
 probes=0
 
 # probe NAME STATUS SECONDS PATTERN -- COMMAND...
-#   Runs COMMAND with its output in $dir/NAME.out. The check fails unless it ends within SECONDS
-#   (a hang is the worst outcome: it is killed and reported), exits with STATUS (a number, or "!0"
-#   for any failure) and prints a line matching the extended regular expression PATTERN.
-#   Leaves the elapsed seconds in $probe_s.
+#   Runs COMMAND (a program or a shell function) with its output in $dir/NAME.out. The check fails
+#   unless it ends within SECONDS (a hang is the worst outcome: its whole process group is killed
+#   and the hang reported), exits with STATUS (a number, or "!0" for any failure) and prints a line
+#   matching the extended regular expression PATTERN. Leaves the elapsed seconds in $probe_s.
 probe() {
   local name=$1 want=$2 limit=$3 pattern=$4
   shift 5
   probes=$((probes + 1))
-  local t0 got
-  t0=$EPOCHREALTIME
-  timeout -k 5 "$limit" "$@" > "$dir/$name.out" 2>&1
+  local t0=$EPOCHREALTIME got hung=0
+  # Job control gives the command a process group of its own, so a hang's mpirun and ranks go too.
+  set -m
+  "$@" > "$dir/$name.out" 2>&1 < /dev/null &
+  local pid=$!
+  set +m
+  local deadline=$(( ${t0%.*} + limit ))
+  while kill -0 "$pid" 2> /dev/null; do
+    if [ "${EPOCHREALTIME%.*}" -ge "$deadline" ]; then
+      hung=1
+      kill -TERM -- "-$pid" 2> /dev/null
+      sleep 5
+      kill -KILL -- "-$pid" 2> /dev/null
+      break
+    fi
+    sleep 0.1
+  done
+  wait "$pid"
   got=$?
   probe_s=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-  if [ "$got" -eq 124 ] || [ "$got" -eq 137 ]; then
+  if [ "$hung" -eq 1 ]; then
     fail "$name: still running after $limit s (a hang): $(tail -n 5 "$dir/$name.out")"
     return
   fi

@@ -1,5 +1,5 @@
-// Data loaders: llm.c token shards read with pread, or raw bytes held in memory. Both share one
-// batch schedule (OrderedLoader) so the order rules live in a single place.
+// Data loaders: llm.c token shards and raw bytes, both read with pread where each batch lies.
+// Both share one batch schedule (OrderedLoader) so the order rules live in a single place.
 #include "runtime/data.hpp"
 
 #include <fcntl.h>
@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <utility>
@@ -323,55 +325,92 @@ std::vector<std::string> list_files(const std::string& list) {
   return files;
 }
 
-std::vector<uint8_t> read_stream(const std::string& list) {
-  std::vector<uint8_t> stream;
-  std::vector<uint8_t> chunk(1 << 16);
-  for (const std::string& path : list_files(list)) {
-    Fd fd = open_read(path);
-    for (;;) {
-      const ssize_t got = ::read(fd.get(), chunk.data(), chunk.size());
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) fail(path + ": read failed: " + errno_text());
-      if (got == 0) break;
-      stream.insert(stream.end(), chunk.begin(), chunk.begin() + got);
+// [Note: bytes read in place] The files of a bytes corpus are one stream, read where each batch
+// needs it (B*T+1 bytes a pread), never held in memory: a folder of gigabytes held whole once per
+// split and rank ends a run of several ranks in the kernel's OOM killer. Every file is opened once
+// at the start, so an unreadable one is named before the first step; one that shrinks later is
+// named by the read that finds its end.
+class ByteStream {
+ public:
+  explicit ByteStream(const std::string& list) {
+    for (const std::string& path : list_files(list)) {
+      const Fd fd = open_read(path);
+      struct stat st {};
+      if (::fstat(fd.get(), &st) != 0) fail(path + ": cannot stat: " + errno_text());
+      if (st.st_size == 0) continue;
+      files_.push_back({path, size_});
+      size_ += st.st_size;
     }
   }
-  return stream;
-}
+  int64_t size() const { return size_; }
 
+  // Bytes [pos, pos + n) of the stream into out.
+  void read(int64_t pos, int64_t n, uint8_t* out) {
+    // The file holding pos: the last whose start is <= pos.
+    auto it = std::upper_bound(files_.begin(), files_.end(), pos, [](int64_t p, const File& f) { return p < f.start; });
+    for (size_t i = size_t(it - files_.begin()) - 1; n > 0; ++i) {
+      if (i >= files_.size()) fail("'" + files_.back().path + "' ended before byte " + std::to_string(pos));
+      const int64_t end = i + 1 < files_.size() ? files_[i + 1].start : size_;
+      const int64_t m = std::min(n, end - pos);
+      if (open_ != i) {  // batches read on in the same file, mostly: keep the last one open
+        fd_.reset();
+        fd_.emplace(open_read(files_[i].path));
+        open_ = i;
+      }
+      pread_all(*fd_, files_[i].path, out, size_t(m), pos - files_[i].start);
+      out += m, pos += m, n -= m;
+    }
+  }
+
+ private:
+  struct File {
+    std::string path;
+    int64_t start;  // its first byte's position in the stream
+  };
+  std::vector<File> files_;  // non-empty files, in list order
+  int64_t size_ = 0;
+  size_t open_ = SIZE_MAX;
+  std::optional<Fd> fd_;
+};
+
+// Bytes [begin, begin + count) of a stream: the whole of it, or the part a held-out split leaves.
 class BytesLoader final : public OrderedLoader {
  public:
-  BytesLoader(std::vector<uint8_t> stream, Geometry geo, bool shuffle, uint64_t seed)
-      : OrderedLoader({int64_t(stream.size())}, geo, shuffle, seed, 256),
-        stream_(std::move(stream)) {}
+  BytesLoader(ByteStream stream, int64_t begin, int64_t count, Geometry geo, bool shuffle, uint64_t seed)
+      : OrderedLoader({count}, geo, shuffle, seed, 256), stream_(std::move(stream)), begin_(begin) {}
 
  private:
   void read(size_t, int64_t pos, std::vector<int32_t>& out) override {
-    std::copy_n(stream_.begin() + pos, out.size(), out.begin());
+    bytes_.resize(out.size());
+    stream_.read(begin_ + pos, int64_t(out.size()), bytes_.data());
+    std::copy(bytes_.begin(), bytes_.end(), out.begin());
   }
 
-  std::vector<uint8_t> stream_;
+  ByteStream stream_;
+  int64_t begin_;
+  std::vector<uint8_t> bytes_;
 };
 
 std::unique_ptr<DataLoader> make_bytes(const DataConfig& cfg, Split split, const Geometry& geo,
                                        bool shuffle, uint64_t seed) {
   const bool held_out = cfg.val.empty();  // val is the tail of the train stream
   const std::string& list = (split == Split::val && !held_out) ? cfg.val : cfg.train;
-  std::vector<uint8_t> stream = read_stream(list);
-  if (stream.empty()) fail("'" + list + "' holds no bytes");
+  ByteStream stream(list);
+  if (stream.size() == 0) fail("'" + list + "' holds no bytes");
+  int64_t begin = 0, count = stream.size();
   if (held_out) {
     if (!(cfg.val_fraction > 0.0 && cfg.val_fraction < 1.0))
       throw ConfigError("config: data.val_fraction: must be in (0, 1), got " +
                         std::to_string(cfg.val_fraction));
-    const auto n_val = static_cast<size_t>(double(stream.size()) * cfg.val_fraction);
-    if (split == Split::val) stream.erase(stream.begin(), stream.end() - ptrdiff_t(n_val));
-    else stream.resize(stream.size() - n_val);
+    const auto n_val = static_cast<int64_t>(double(stream.size()) * cfg.val_fraction);
+    if (split == Split::val) begin = count - n_val, count = n_val;
+    else count -= n_val;
   }
-  if (int64_t(stream.size()) < geo.global() + 1)
+  if (count < geo.global() + 1)
     fail(std::string(split == Split::val ? "val" : "train") + " split of '" + list + "' has " +
-         std::to_string(stream.size()) + " tokens, too small for one global batch (" +
+         std::to_string(count) + " tokens, too small for one global batch (" +
          geo.need_text() + ")");
-  return std::make_unique<BytesLoader>(std::move(stream), geo, shuffle, seed);
+  return std::make_unique<BytesLoader>(std::move(stream), begin, count, geo, shuffle, seed);
 }
 
 }  // namespace

@@ -38,3 +38,16 @@ fi
 # Two ranks, one of which sees a bad shard list (different globs per rank): the job ends naming it.
 probe data_one_rank_bad 1 40 "\[rank 1\] error: .*data: no file matches" -- "${mp[@]}" -np 1 "$ztrain" train --config "$dir/data.json" : \
   -np 1 "$ztrain" train --config "$dir/data.json" --set data.train="$dir/data/absent*"
+# A corpus far larger than a run needs (a sparse 3 GiB file: gigabytes of zeros that cost no disk)
+# trains with the memory of a small one: batches are read where they lie, never loaded whole.
+truncate -s 3G "$dir/data/huge.txt"
+peak_rss_kb() {  # peak resident memory of the command, in KiB, as the last line
+  python3 -c 'import resource, subprocess, sys
+rc = subprocess.run(sys.argv[1:]).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc)' "$@"
+}
+probe data_huge_corpus 0 60 "step +2/2" -- peak_rss_kb "$ztrain" train --config "$dir/data.json" --steps 2 --set data.train="$dir/data/huge.txt"
+rss=$(tail -n 1 "$dir/data_huge_corpus.out")
+[ "$rss" -lt 1500000 ] 2> /dev/null || fail "data_huge_corpus: a 3 GiB corpus took $rss KiB of memory (read whole?)"
+rm -f "$dir/data/huge.txt"

@@ -37,6 +37,8 @@ constexpr std::string_view kDeepSpeedNotYet[] = {
 // DeepSpeed schedulers ztrain lacks, told apart from typos.
 constexpr std::string_view kSchedulersNotYet[] = {"OneCycle", "LRRangeTest"};
 
+constexpr int kMaxThreads = 1024;
+
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw ConfigError("config: " + path + ": " + what);
 }
@@ -153,6 +155,7 @@ class Section {
 struct Seen {
   bool data_train = false, val_fraction = false, train_batch_size = false, total_num_steps = false;
   bool precision = false;  // a bf16 (bfloat16) or fp16 section was given
+  bool val_interval = false;
 };
 
 
@@ -183,13 +186,13 @@ void read_data(Section& top, DataConfig& d, Seen& seen) {
   s->done();
 }
 
-void read_train(Section& top, TrainConfig& t) {
+void read_train(Section& top, TrainConfig& t, Seen& seen) {
   auto s = top.sub("train");
   if (!s) return;
   s->get("steps", t.steps);
   s->get("seed", t.seed);
   s->get("threads", t.threads);
-  s->get("val_interval", t.val_interval);
+  seen.val_interval = s->get("val_interval", t.val_interval);
   s->get("val_batches", t.val_batches);
   s->get("save_model", t.save_model);
   s->get("metrics", t.metrics);
@@ -513,13 +516,22 @@ void check_values(Config& c, const Seen& seen) {
   const TrainConfig& t = c.train;
   at_least("train.steps", t.steps, 1);
   at_least("train.threads", t.threads, 0);
+  // libgomp cannot start teams of tens of thousands (a crash at 100,000); no host has that many cores.
+  if (t.threads > kMaxThreads) fail("train.threads", "must be <= " + num(kMaxThreads) + ", got " + num(t.threads));
   at_least("train.comm_timeout_s", t.comm_timeout_s, 0.0);
+  // The timeout becomes a count of milliseconds; 1e7 s (four months) is far beyond any real wait.
+  if (t.comm_timeout_s > 1e7)
+    fail("train.comm_timeout_s", "must be <= 1e7 seconds (0 waits forever), got " + num(t.comm_timeout_s));
   if (t.comm_progress != "auto" && t.comm_progress != "thread" && t.comm_progress != "poll")
     fail("train.comm_progress", "expected \"auto\", \"thread\" or \"poll\", got " + show(t.comm_progress));
   if (t.device != "cpu" && t.device != "cuda")
     fail("train.device", "expected \"cpu\" or \"cuda\", got " + show(t.device));
   if (t.device == "cuda" && !seen.precision) c.precision.dtype = "bf16";
   at_least("train.val_interval", t.val_interval, 0);
+  // llm.c shards hold out nothing by themselves: asked-for validation without data.val would never run.
+  if (seen.val_interval && t.val_interval > 0 && d.format == "llmc" && d.val.empty())
+    fail("train.val_interval", num(t.val_interval) + " asks for validation, but data.val names no validation shards "
+                               "(give data.val, or 0 for none)");
   if (t.val_interval > 0) at_least("train.val_batches", t.val_batches, 1);
 
   at_least("train_micro_batch_size_per_gpu", c.micro_batch, 1);
@@ -641,7 +653,7 @@ Config parse_config(const json& j) {
       if (it.key() == k) fail(it.key(), "is a DeepSpeed key that ztrain does not implement yet");
   read_model(top, c.model);
   read_data(top, c.data, seen);
-  read_train(top, c.train);
+  read_train(top, c.train, seen);
   read_optimizer(top, c.optimizer);
   read_scheduler(top, c.scheduler, seen);
   read_zero(top, c.zero);

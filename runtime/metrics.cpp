@@ -1,5 +1,7 @@
 #include "runtime/metrics.hpp"
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -71,6 +73,12 @@ std::string run_banner(const Trainer& t) {
                                                                                    : "fp16 parameters and gradients, fp32 masters, loss scaling",
                 t.comm().progress() == CommProgress::poll ? "polling at unit boundaries" : "a progress thread");
   std::string banner = buf;
+  // An oversubscribed OpenMP team spins at its barriers: a step runs many times slower, not a bit.
+  const int cores = omp_get_num_procs(), ranks_here = t.comm().local_size();
+  if (cpu::num_threads() * ranks_here > cores)
+    banner += "\nwarning: train.threads " + std::to_string(cpu::num_threads()) + " x " + std::to_string(ranks_here) +
+              " ranks on this host exceed its " + std::to_string(cores) +
+              " cores; steps will run many times slower (train.threads 0 shares the cores among the ranks)";
   if (const std::string off = t.engine().offload_summary(); !off.empty()) banner += "\n" + off;
   return banner;
 }

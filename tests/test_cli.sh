@@ -32,7 +32,7 @@ JSON
 expect 1 "config: model.n_layers: unknown key" -- "$ztrain" train --config "$dir/c.json" --set model.n_layers=2
 expect 1 "config: zero_optimization.stage: must be 0, 1, 2 or 3, got 5" -- "$ztrain" train --config "$dir/c.json" --set zero_optimization.stage=5
 expect 1 "config: train.steps: expected an integer" -- "$ztrain" train --config "$dir/c.json" --set train.steps='"x"'
-expect 1 "no file matches" -- "$ztrain" train --config "$dir/c.json" --set data.format=llmc --train-data "$dir/nothing_*.bin"
+expect 1 "no file matches" -- "$ztrain" train --config "$dir/c.json" --set data.format=llmc --set train.val_interval=0 --train-data "$dir/nothing_*.bin"
 expect 1 "cannot open" -- "$ztrain" train --config "$dir/c.json" --init-from "$dir/absent.bin"
 # train.device cuda where no GPU is seen: one clear line naming the missing device, not a crash.
 if ! nvidia-smi -L > /dev/null 2>&1; then

@@ -442,6 +442,18 @@ TEST_CASE("impossible data and train values") {
         "config: data.val_fraction: has no effect when data.val is set");
   CHECK(error_of({"train.steps=0"}) == "config: train.steps: must be >= 1, got 0");
   CHECK(error_of({"train.threads=-1"}) == "config: train.threads: must be >= 0, got -1");
+  CHECK(error_of({"train.threads=100000"}) == "config: train.threads: must be <= 1024, got 100000");
+  CHECK(error_of({"train.threads=1024"}) == "(no error)");
+  CHECK(error_of({"train.comm_timeout_s=1e300"}) ==
+        "config: train.comm_timeout_s: must be <= 1e7 seconds (0 waits forever), got 1e+300");
+  CHECK(error_of({"train.comm_timeout_s=0"}) == "(no error)");
+  // Validation asked for with llm.c shards and no data.val would silently never run; the default
+  // interval with no val is fine (there is just nothing to validate).
+  CHECK(error_of({"data.val=\"\"", "train.val_interval=5"}) ==
+        "config: train.val_interval: 5 asks for validation, but data.val names no validation shards "
+        "(give data.val, or 0 for none)");
+  CHECK(error_of({"data.val=\"\"", "train.val_interval=0"}) == "(no error)");
+  CHECK(error_of({"data.format=bytes", "data.val=\"\"", "train.val_interval=5"}) == "(no error)");
   CHECK(error_of({"train.val_interval=-1"}) == "config: train.val_interval: must be >= 0, got -1");
   CHECK(error_of({"train.val_batches=0"}) == "config: train.val_batches: must be >= 1, got 0");
 }

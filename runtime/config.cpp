@@ -399,6 +399,7 @@ void read_checkpoint(Section& top, CheckpointConfig& c) {
   s->get("dir", c.dir);
   s->get("save_interval", c.save_interval);
   s->get("keep_last", c.keep_last);
+  s->get("overwrite", c.overwrite);
   s->done();
   at_least(s->path("save_interval"), c.save_interval, 0);
   at_least(s->path("keep_last"), c.keep_last, 0);

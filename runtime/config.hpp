@@ -70,6 +70,9 @@ struct CheckpointConfig {
   std::string dir;        // the checkpoint root: <dir>/step_<k>/, <dir>/latest
   int save_interval = 0;  // steps between saves (and the last step); 0: never
   int keep_last = 0;      // complete checkpoints kept; 0: all
+  // A run without --resume may save into a folder holding another run's checkpoints, which its
+  // first save then removes ([Note: one history per folder] in runtime/checkpoint_root.hpp).
+  bool overwrite = false;
 };
 
 struct OptimizerConfig {

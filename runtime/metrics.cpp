@@ -1,6 +1,8 @@
 #include "runtime/metrics.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -11,14 +13,19 @@
 
 namespace zt {
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
-  if (!out_) throw std::runtime_error("metrics: cannot open '" + path + "' for writing");
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+  errno = 0;
+  out_.open(path, std::ios::trunc);
+  if (!out_) throw std::runtime_error("train.metrics: cannot open '" + path + "' for writing" + reason());
 }
 
+std::string MetricsWriter::reason() { return errno ? std::string(": ") + std::strerror(errno) : std::string(); }
+
 void MetricsWriter::line(const std::string& json) {
+  errno = 0;
   out_ << json << '\n';
   out_.flush();  // a crashed run still leaves every finished step on disk
-  if (!out_) throw std::runtime_error("metrics: write to '" + path_ + "' failed");
+  if (!out_) throw std::runtime_error("train.metrics: write to '" + path_ + "' failed" + reason());
 }
 
 void MetricsWriter::write(const StepStats& s) {

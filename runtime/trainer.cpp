@@ -15,8 +15,11 @@
 #include "comm/nccl_communicator.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/kernels.hpp"
+#include "runtime/agreed.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/export.hpp"
 #include "runtime/metrics.hpp"
+#include "runtime/outputs.hpp"
 #include "runtime/schedule.hpp"
 
 namespace zt {
@@ -58,6 +61,10 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     comm_.set_progress(progress == "poll" ? CommProgress::poll : CommProgress::thread);
   check_batch_size(cfg_, comm_.size());
   comm_.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(cfg_.train.comm_timeout_s * 1000.0)));
+  // Where the run writes is checked before anything long runs ([Note: outputs checked first],
+  // [Note: one history per folder]).
+  check_outputs(cfg_, comm_);
+  if (cfg_.checkpoint.save_interval > 0) checkpoints_ = std::make_unique<CheckpointRoot>(cfg_, comm_);
   const GPT2Dims dims = resolve_dims(cfg_);
   if (T_ > dims.max_seq_len)
     throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +
@@ -105,6 +112,9 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     std::snprintf(buf, sizeof buf, "resumed from %s at step %d (%.2f s)", cfg_.train.resume.c_str(), p.steps_done,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     resumed_ = buf;
+    if (p.steps_done == cfg_.train.steps)
+      resumed_ += "\nwarning: the checkpoint is at train.steps (" + std::to_string(p.steps_done) +
+                  ") already: nothing left to train, only the outputs are written";
     steps_done_ = p.steps_done;
     updates_done_ = p.updates_done;
     scaler_.restore(p.scaler);
@@ -122,6 +132,7 @@ double Trainer::save() {
   p.updates_done = updates_done_;
   p.scaler = scaler_.state();
   save_checkpoint(cfg_, comm_, *model_, *engine_, p);
+  if (checkpoints_ && comm_.rank() == 0) checkpoints_->published(steps_done_);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -204,6 +215,7 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   if (!tc.metrics.empty() && lead) metrics = std::make_unique<MetricsWriter>(tc.metrics);
   log(run_banner(*this));
   if (!resumed_.empty()) log(resumed_);
+  if (checkpoints_ && !checkpoints_->note().empty()) log(checkpoints_->note());
   const bool validating = val_ && tc.val_interval > 0;
   if (validating) log(val_line(0, validate()));
   while (steps_done_ < tc.steps) {
@@ -223,10 +235,10 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
       log("saved checkpoint " + cfg_.checkpoint.dir + "/step_" + std::to_string(s.step) + buf);
     }
   }
-  // Every rank takes part in gathering the parameters; rank 0 writes them.
+  // Every rank takes part in gathering the parameters, a unit at a time; rank 0 writes them.
   if (!tc.save_model.empty()) {
-    engine_->read_full_params([&] {
-      if (lead) save_llmc_checkpoint(tc.save_model, *model_);
+    agreed(comm_, "train.save_model: writing '" + tc.save_model + "'", [&] {
+      write_gathered_model(*engine_, *model_, comm_.rank(), "llmc", tc.save_model, "train.save_model", DType::f32);
     });
     log("saved model to " + tc.save_model);
   }

@@ -10,6 +10,7 @@
 
 #include "comm/communicator.hpp"
 #include "models/gpt2.hpp"
+#include "runtime/checkpoint_root.hpp"
 #include "runtime/config.hpp"
 #include "runtime/data.hpp"
 #include "runtime/loss_scaler.hpp"
@@ -86,6 +87,7 @@ class Trainer {
   int steps_done_ = 0;
   int updates_done_ = 0;  // steps not skipped: AdamW's t and the LR schedule's position
   std::string resumed_;  // "resumed from DIR at step K (S s)", for the log
+  std::unique_ptr<CheckpointRoot> checkpoints_;  // with checkpoint.save_interval
   int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
   LossScaler scaler_;
   Tensor inputs_, targets_;

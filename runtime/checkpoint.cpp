@@ -122,6 +122,13 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, 
     RankFileWriter f(file, std::move(regions), cfg.aio);
     engine.visit_state([&](int u, Region r, int64_t, int64_t n, void* data) {
       const size_t id = static_cast<size_t>(u * kRegions + static_cast<int>(r));
+      // A state that went inf or NaN is never saved (and never pushes a finite checkpoint out
+      // under keep_last). The 16-bit shard is the master rounded, so the f32 regions tell.
+      if (element_size(engine, u, r) == sizeof(float) && cpu::any_nonfinite(static_cast<const float*>(data), static_cast<size_t>(n)))
+        throw CheckpointError("checkpoint: " + name + " is not saved: on rank " + std::to_string(rank) + ", unit " +
+                              engine.units()[u].name() + "'s " + kRegionNames[static_cast<int>(r)] +
+                              " holds inf or NaN (an update overflowed); the checkpoints saved before are left as "
+                              "they were");
       f.append(id, data, static_cast<size_t>(n) * element_size(engine, u, r), sums[id]);
     }, false);
     f.finish();
@@ -225,7 +232,7 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
     fs::remove_all(tmp, ec);  // what a killed save left
     if (::mkdir(tmp.c_str(), 0755) != 0) fail_errno("cannot create", tmp);
   });
-  // A save that fails (a full disk, ...) leaves nothing behind: the partial folder
+  // A save that fails (a full disk, a non-finite state) leaves nothing behind: the partial folder
   // would hold the space the next save needs. Every rank has stopped writing into it by then
   // (each failure is agreed).
   try {

@@ -13,8 +13,8 @@
 // meta.json (through a temporary name, fsynced), renames the folder to step_<k> and fsyncs the
 // parent, and only then replaces `latest` (a one-line file naming the folder) by rename. A process
 // killed at any moment leaves `latest` naming a complete checkpoint; a save that fails removes its
-// .tmp folder, and a run removes those a killed one left before its first step.
-// (A step saved again, by a run that was let overwrite an old run's
+// .tmp folder, and a run removes those a killed one left before its first step. A state holding
+// inf or NaN is never saved. (A step saved again, by a run that was let overwrite an old run's
 // folder, is first published as step_<k>.new; see write_checkpoint.) What a run may do to the
 // folder's other checkpoints, and keep_last: [Note: one history per folder] in
 // runtime/checkpoint_root.hpp.
@@ -49,8 +49,8 @@ struct TrainPosition {
 };
 
 // Collective: every rank calls it with the same arguments. Writes <cfg.checkpoint.dir>/step_<step>.
-// CheckpointError naming the path on any failure (a read-only or full folder, ...), with
-// step_<step>.tmp removed; the previous checkpoint stays what `latest` names.
+// CheckpointError naming the path on any failure (a read-only or full folder, a state holding inf
+// or NaN, ...), with step_<step>.tmp removed; the previous checkpoint stays what `latest` names.
 // Other checkpoints of the folder are CheckpointRoot's (runtime/checkpoint_root.hpp).
 void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
                      const TrainPosition& pos);

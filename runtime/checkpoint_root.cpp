@@ -78,7 +78,7 @@ std::string names(const std::vector<std::pair<int, fs::path>>& steps) {
 }  // namespace
 
 CheckpointRoot::CheckpointRoot(const Config& cfg, Communicator& comm)
-    : root_(cfg.checkpoint.dir), keep_last_(cfg.checkpoint.keep_last) {
+    : root_(cfg.checkpoint.dir), keep_last_(cfg.checkpoint.keep_last), lead_(comm.rank() == 0) {
   agreed<CheckpointError>(comm, "checkpoint: preparing '" + root_ + "'", [&] {
     if (comm.rank() != 0) return;
     std::error_code ec;
@@ -125,7 +125,9 @@ bool in_checkpoint_folder(const std::string& root, const std::string& path) {
   return first == "latest" || first.rfind("step_", 0) == 0;
 }
 
-void CheckpointRoot::published(int step) {
+void CheckpointRoot::confirm() {
+  const int step = std::exchange(unconfirmed_, -1);
+  if (step < 0 || !lead_) return;
   std::error_code ec;
   const std::string current = (fs::path(root_) / ("step_" + std::to_string(step))).string();
   for (const std::string& old : superseded_)

@@ -14,6 +14,12 @@
 // it can create files there (several hosts need it on a shared file system), a publish killed
 // between its renames is completed, and the step_<k>.tmp folders killed saves left are removed:
 // they hold the space the next save needs.
+//
+// [Note: keep_last waits for a finite step] A checkpoint can hold a finite state that the next
+// step turns into a NaN loss (an update with lr 1e30 gives weights of 1e30). So keep_last does not
+// remove older checkpoints when a save is published, but once a step after it came out finite
+// (or the run ended): a run that diverges right after a save keeps the checkpoints before it.
+// The checkpoints a run replaces under checkpoint.overwrite go at that moment too.
 #pragma once
 
 #include <string>
@@ -33,14 +39,18 @@ class CheckpointRoot {
 
   // For the log (rank 0; empty when there is nothing to say): the checkpoints this run replaces.
   const std::string& note() const { return note_; }
-  // Rank 0, after step_<step> was published and `latest` names it: the checkpoints this run
-  // replaces go (after its first save), then, with keep_last, the oldest beyond that many (never
-  // step_<step>).
-  void published(int step);
+  // Every rank, after step_<step> was published and `latest` names it.
+  void saved(int step) { unconfirmed_ = step; }
+  // Every rank, after a finite step or at the end of the run ([Note: keep_last waits for a finite
+  // step]): if a save is waiting, rank 0 removes the checkpoints this run replaces (after its
+  // first save), then, with keep_last, the oldest beyond that many (never the one saved).
+  void confirm();
 
  private:
   std::string root_, note_;
   int keep_last_;
+  bool lead_;
+  int unconfirmed_ = -1;  // a step saved that no finite step has followed yet
   std::vector<std::string> superseded_;
 };
 

@@ -197,6 +197,7 @@ void read_train(Section& top, TrainConfig& t) {
   s->get("comm_timeout_s", t.comm_timeout_s);
   s->get("comm_progress", t.comm_progress);
   s->get("device", t.device);
+  s->get("skip_nonfinite_steps", t.skip_nonfinite_steps);
   // A folder, or true: the checkpoint root (checkpoint.dir), resolved in check_values.
   if (const json* v = s->find("resume"); v && v->is_boolean()) {
     if (v->get<bool>()) t.resume = "true";
@@ -515,6 +516,7 @@ void check_values(Config& c, const Seen& seen) {
   at_least("train.steps", t.steps, 1);
   at_least("train.threads", t.threads, 0);
   at_least("train.comm_timeout_s", t.comm_timeout_s, 0.0);
+  at_least("train.skip_nonfinite_steps", t.skip_nonfinite_steps, 0);
   if (t.comm_progress != "auto" && t.comm_progress != "thread" && t.comm_progress != "poll")
     fail("train.comm_progress", "expected \"auto\", \"thread\" or \"poll\", got " + show(t.comm_progress));
   if (t.device != "cpu" && t.device != "cuda")

@@ -36,10 +36,9 @@ void MetricsWriter::write(const StepStats& s) {
                    {"tflops", s.tflops}, {"peak_bytes", peak}};
   // JSON has no inf: a skipped step's norm is left out.
   if (std::isfinite(s.grad_norm)) j["grad_norm"] = s.grad_norm;
-  if (s.loss_scale > 0) {
-    j["loss_scale"] = s.loss_scale;
-    j["skipped"] = s.skipped;
-  }
+  if (s.loss_scale > 0) j["loss_scale"] = s.loss_scale;
+  if (s.loss_scale > 0 || s.skipped) j["skipped"] = s.skipped;
+  if (s.nonfinite) j["nonfinite"] = true;  // (the loss is null then: JSON has no NaN)
   line(j.dump());
 }
 
@@ -90,9 +89,10 @@ std::string progress_line(const StepStats& s, int total_steps) {
                 human_bytes(s.mem.total_peak).c_str());
   std::string line = buf;
   if (s.loss_scale > 0) {
-    std::snprintf(buf, sizeof buf, " | loss scale %g%s", s.loss_scale, s.skipped ? " | overflow: step skipped" : "");
+    std::snprintf(buf, sizeof buf, " | loss scale %g%s", s.loss_scale, s.skipped && !s.nonfinite ? " | overflow: step skipped" : "");
     line += buf;
   }
+  if (s.nonfinite) line += " | non-finite: step skipped (train.skip_nonfinite_steps)";
   return line;
 }
 

@@ -1,7 +1,7 @@
-# Outputs: what a run and `ztrain export` write (the model, the metrics, the trace, checkpoints).
-# Each bad path ends before the first step with the key, the path and the reason; nothing a run
-# or an export did not own is replaced or lost; a checkpoint that does not fit the run is refused
-# at load.
+# Outputs: what a run and `ztrain export` write (the model, the metrics, the trace, checkpoints),
+# and runs that go bad. Each bad path ends before the first step with the key, the path and the
+# reason; nothing a run or an export did not own is replaced or lost; a diverging run stops
+# before it saves a non-finite state; a checkpoint that does not fit the run is refused at load.
 tiny_config "$dir/o.json"
 o=("$ztrain" train --config "$dir/o.json")
 before_step() {  # before_step NAME: the probe's run ended before its first step
@@ -93,6 +93,23 @@ if mount -t tmpfs -o ro none "$dir/ro" 2>/dev/null; then
     --format llmc --out "$dir/ro/e.bin"
   umount "$dir/ro"
 fi
+
+# Runs that go bad: a NaN loss stops the run naming the step, before its update and before any
+# save, so keep_last never pushes the good checkpoints out; skipped steps are bounded.
+cp -r "$dir/ck" "$dir/ck_nan"
+# (lr 1e30 keeps step 5's loss finite and makes weights of 1e30, saved as step_5; step 6 is NaN.)
+probe nan_stop_np2 1 60 "step 6: loss NaN, gradient norm .*stops before this step's update; the newest checkpoint is .*step_5" \
+  -- "${mp[@]}" -np 2 "${o[@]}" --steps 9 --set checkpoint.dir="$dir/ck_nan" --resume --set checkpoint.save_interval=1 \
+  --set checkpoint.keep_last=2 --set optimizer.params.lr=1e30 --set train_micro_batch_size_per_gpu=1
+[ "$(ls "$dir/ck_nan" | tr '\n' ' ')" = "latest step_2 step_4 step_5 " ] ||
+  fail "nan_stop_np2: the checkpoints moved: $(ls "$dir/ck_nan" | tr '\n' ' ') latest $(cat "$dir/ck_nan/latest")"
+probe nan_skip_bounded 1 60 "step 4: loss NaN.*3 such steps in a row, more than train.skip_nonfinite_steps 2" \
+  -- "${o[@]}" --steps 9 --set optimizer.params.lr=1e30 --set train.skip_nonfinite_steps=2
+grep -q "step     3/9 .*non-finite: step skipped" "$dir/nan_skip_bounded.out" || fail "nan_skip_bounded: step 3 not reported skipped"
+# An update that overflows the state (finite loss and norm) is never saved.
+probe inf_state_save 1 60 "checkpoint: step_1 is not saved: on rank 0, unit .* holds inf or NaN" \
+  -- "${o[@]}" --set optimizer.params.lr=1e38 --set checkpoint.dir="$dir/ck_inf" --set checkpoint.save_interval=1
+[ -z "$(ls "$dir/ck_inf")" ] || fail "inf_state_save: left $(ls "$dir/ck_inf" | tr '\n' ' ')"
 
 # Checkpoints that do not fit the run: refused at load, naming what differs.
 edited() {  # edited NAME SED: a copy of $dir/ck/step_4 with meta.json edited

@@ -1,5 +1,6 @@
 #include "runtime/checkpoint.hpp"
 
+#include "runtime/agreed.hpp"
 #include "runtime/checkpoint_writer.hpp"
 #include "runtime/export.hpp"
 #include "runtime/file_io.hpp"
@@ -8,9 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -77,24 +80,6 @@ size_t element_size(const ZeroEngine& engine, int u, Region r) {
   return r == Region::param ? dtype_size(engine.units()[u].param_shard().dtype()) : sizeof(float);
 }
 
-// Runs `body` on every rank; if it threw on any, every rank throws (its own message, or which
-// rank failed), so that no rank goes on into a collective the others left.
-template <class F>
-void agreed(Communicator& comm, const std::string& what, F&& body) {
-  std::string error;
-  try {
-    body();
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  Tensor flag = Tensor::empty({1}, DType::i32, MemCategory::other);
-  flag.data<int32_t>()[0] = error.empty() ? -1 : comm.rank();
-  if (comm.size() > 1) comm.all_reduce(flag, ReduceOp::max);
-  const int failed = flag.data<int32_t>()[0];
-  if (!error.empty()) throw CheckpointError(error);
-  if (failed >= 0) throw CheckpointError("checkpoint: " + what + " failed on rank " + std::to_string(failed));
-}
-
 json dims_json(const GPT2Dims& d) {
   return {{"n_layer", d.n_layer}, {"n_head", d.n_head}, {"n_embd", d.n_embd}, {"vocab_size", d.vocab_size},
           {"padded_vocab_size", d.padded_vocab_size}, {"max_seq_len", d.max_seq_len}};
@@ -118,36 +103,32 @@ void verify_region(const Fd& f, const std::string& path, uint64_t offset, uint64
                           hex(want) + " (the file is corrupt)");
 }
 
-}  // namespace
-
-void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
-                     const TrainPosition& pos) {
+// save_checkpoint's work once step_<k>.tmp exists: every rank's file, the metadata, the renames.
+void write_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
+                      const TrainPosition& pos, const std::string& tmp) {
   const std::string root = cfg.checkpoint.dir;
   const std::string name = step_name(pos.steps_done);
-  const std::string tmp = (fs::path(root) / (name + ".tmp")).string();
   const int rank = comm.rank(), world = comm.size();
   const int U = static_cast<int>(engine.units().size());
-
-  agreed(comm, "preparing " + tmp, [&] {
-    if (rank != 0) return;
-    std::error_code ec;
-    fs::create_directories(root, ec);
-    if (ec) throw CheckpointError("checkpoint: cannot create '" + root + "': " + ec.message());
-    fs::remove_all(tmp, ec);  // what a killed save left
-    if (::mkdir(tmp.c_str(), 0755) != 0) fail_errno("cannot create", tmp);
-  });
 
   // Every rank its file, region by region; a checksum per region.
   const Layout lay = layout_of(engine);
   std::vector<Checksum> sums(static_cast<size_t>(U) * kRegions);
   const std::string file = (fs::path(tmp) / ("rank" + std::to_string(rank) + ".bin")).string();
-  agreed(comm, "writing " + tmp, [&] {
+  agreed<CheckpointError>(comm, "checkpoint: writing " + tmp, [&] {
     std::vector<std::pair<uint64_t, uint64_t>> regions;
     for (int u = 0; u < U; ++u)
       for (int ri = 0; ri < kRegions; ++ri) regions.emplace_back(lay.offset[u][ri], lay.bytes[u][ri]);
     RankFileWriter f(file, std::move(regions), cfg.aio);
     engine.visit_state([&](int u, Region r, int64_t, int64_t n, void* data) {
       const size_t id = static_cast<size_t>(u * kRegions + static_cast<int>(r));
+      // A state that went inf or NaN is never saved (and never pushes a finite checkpoint out
+      // under keep_last). The 16-bit shard is the master rounded, so the f32 regions tell.
+      if (element_size(engine, u, r) == sizeof(float) && cpu::any_nonfinite(static_cast<const float*>(data), static_cast<size_t>(n)))
+        throw CheckpointError("checkpoint: " + name + " is not saved: on rank " + std::to_string(rank) + ", unit " +
+                              engine.units()[u].name() + "'s " + kRegionNames[static_cast<int>(r)] +
+                              " holds inf or NaN (an update overflowed); the checkpoints saved before are left as "
+                              "they were");
       f.append(id, data, static_cast<size_t>(n) * element_size(engine, u, r), sums[id]);
     }, false);
     f.finish();
@@ -166,29 +147,13 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
   // stage3_gather_16bit_weights_on_model_save: the whole model in the wire dtype, a unit at a
   // time, written by rank 0 ([Note: export formats]).
   if (cfg.zero.gather_16bit_on_save) {
-    agreed(comm, "writing the 16-bit model in " + tmp, [&] {
-      // Rank 0's write errors wait for the end of the gathers, which every rank must join.
-      std::unique_ptr<ModelWriter> writer;
-      std::exception_ptr error;
-      auto guarded = [&](const std::function<void()>& f) {
-        if (rank != 0 || error) return;
-        try {
-          f();
-        } catch (...) {
-          error = std::current_exception();
-        }
-      };
-      guarded([&] {
-        writer = make_model_writer("safetensors", (fs::path(tmp) / "model.safetensors").string(), model,
-                                   dtype_from_name(cfg.precision.dtype));
-      });
-      engine.for_each_full_unit([&](int u) { guarded([&] { writer->write_unit(u, host_f32(engine.units()[u].param_view()).data<float>()); }); });
-      guarded([&] { writer->finish(); });
-      if (error) std::rethrow_exception(error);
+    agreed<CheckpointError>(comm, "checkpoint: writing the 16-bit model in " + tmp, [&] {
+      write_gathered_model(engine, model, rank, "safetensors", (fs::path(tmp) / "model.safetensors").string(),
+                           "checkpoint", dtype_from_name(cfg.precision.dtype));
     });
   }
 
-  agreed(comm, "publishing " + tmp, [&] {
+  agreed<CheckpointError>(comm, "checkpoint: publishing " + tmp, [&] {
     if (rank != 0) return;
     json files = json::array();
     for (int r = 0; r < world; ++r) {
@@ -222,6 +187,8 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
                          {"hysteresis_left", pos.scaler.hysteresis_left},
                          {"scaler_iter", pos.scaler.iter},
                          {"last_overflow", pos.scaler.last_overflow}}},
+                       // What the data position and the schedule depend on besides the steps.
+                       {"batch", {{"micro", cfg.micro_batch}, {"accumulation", cfg.grad_accum}, {"seq_len", cfg.data.seq_len}}},
                        {"files", files}};
     write_atomically((fs::path(tmp) / "meta.json").string(), meta.dump(1) + "\n");
     sync_dir(tmp);
@@ -245,26 +212,36 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
     sync_dir(root);
     write_atomically(latest, name + "\n");
     sync_dir(root);
-    // keep_last: the oldest complete checkpoints beyond that many go, now that latest moved on.
-    if (cfg.checkpoint.keep_last > 0) {
-      std::vector<std::pair<int, fs::path>> steps;
-      for (const auto& e : fs::directory_iterator(root, ec)) {
-        const std::string n = e.path().filename().string();
-        if (n.rfind("step_", 0) != 0 || n.find('.') != std::string::npos) continue;
-        try {
-          steps.emplace_back(std::stoi(n.substr(5)), e.path());
-        } catch (const std::exception&) {
-        }
-      }
-      // Never the one `latest` names (a new run's first save into an old run's folder has the
-      // lowest number); of the others the lowest numbers go.
-      std::sort(steps.begin(), steps.end());
-      steps.erase(std::remove_if(steps.begin(), steps.end(), [&](const auto& e) { return e.first == pos.steps_done; }),
-                  steps.end());
-      for (size_t i = 0; i + static_cast<size_t>(cfg.checkpoint.keep_last) < steps.size() + 1; ++i)
-        fs::remove_all(steps[i].second, ec);
-    }
   });
+}
+
+}  // namespace
+
+void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
+                     const TrainPosition& pos) {
+  const std::string root = cfg.checkpoint.dir;
+  const std::string name = step_name(pos.steps_done);
+  const std::string tmp = (fs::path(root) / (name + ".tmp")).string();
+  const int rank = comm.rank();
+
+  agreed<CheckpointError>(comm, "checkpoint: preparing " + tmp, [&] {
+    if (rank != 0) return;
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (ec) throw CheckpointError("checkpoint: cannot create '" + root + "': " + ec.message());
+    fs::remove_all(tmp, ec);  // what a killed save left
+    if (::mkdir(tmp.c_str(), 0755) != 0) fail_errno("cannot create", tmp);
+  });
+  // A save that fails (a full disk, a non-finite state) leaves nothing behind: the partial folder
+  // would hold the space the next save needs. Every rank has stopped writing into it by then
+  // (each failure is agreed).
+  try {
+    write_checkpoint(cfg, comm, model, engine, pos, tmp);
+  } catch (...) {
+    std::error_code ec;
+    if (rank == 0) fs::remove_all(tmp, ec);
+    throw;
+  }
 }
 
 // ---- Reading ------------------------------------------------------------------------------------
@@ -298,23 +275,55 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
     if (meta_.value("format", "") != kFormat) throw bad("not a ztrain checkpoint (format is not \"ztrain-checkpoint\")");
     if (meta_.at("version").get<int>() != kVersion)
       throw bad("format version " + meta_.at("version").dump() + ", this build reads version " + std::to_string(kVersion));
+    // Every number is checked for its type and range: json's get<int> would wrap a huge one.
+    auto integer = [&](const json& j, const char* key, int64_t lo, int64_t hi, const std::string& path) {
+      const json& v = j.at(key);
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) ||
+          v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+        throw bad(path + key + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                  v.dump());
+      return v.get<int64_t>();
+    };
+    constexpr int64_t kInt = INT32_MAX, kElements = int64_t{1} << 48;
     const json& m = meta_.at("model");
-    dims_ = GPT2Dims{m.at("max_seq_len").get<int>(), m.at("vocab_size").get<int>(), m.at("padded_vocab_size").get<int>(),
-                     m.at("n_layer").get<int>(), m.at("n_head").get<int>(), m.at("n_embd").get<int>()};
-    wte_units_ = meta_.at("wte_units").get<int>();
-    world_ = meta_.at("world_size").get<int>();
-    stage_ = meta_.at("stage").get<int>();
+    auto dim = [&](const char* key) { return static_cast<int>(integer(m, key, 1, kInt, "model.")); };
+    dims_ = GPT2Dims{dim("max_seq_len"), dim("vocab_size"), dim("padded_vocab_size"), dim("n_layer"), dim("n_head"),
+                     dim("n_embd")};
+    wte_units_ = static_cast<int>(integer(meta_, "wte_units", 1, kInt, ""));
+    world_ = static_cast<int>(integer(meta_, "world_size", 1, kInt, ""));
+    stage_ = static_cast<int>(integer(meta_, "stage", 0, 3, ""));
     const std::string precision = meta_.at("precision").get<std::string>();
     if (precision != "f32" && precision != "bf16" && precision != "f16") throw bad("unknown precision \"" + precision + "\"");
     wire_ = dtype_from_name(precision);
-    if (world_ < 1 || stage_ < 0 || stage_ > 3) throw bad("impossible world size or stage");
     for (const json& u : meta_.at("units")) {
-      numel_.push_back(u.at("numel").get<int64_t>());
-      shard_.push_back(u.at("shard").get<int64_t>());
       names_.push_back(u.at("name").get<std::string>());
-      if (numel_.back() < 0 || shard_.back() < 0 || (stage_ == 0 ? shard_.back() < numel_.back()
-                                                                  : shard_.back() * world_ < numel_.back()))
+      const std::string at = "unit " + names_.back() + "'s ";
+      numel_.push_back(integer(u, "numel", 0, kElements, at));
+      shard_.push_back(integer(u, "shard", 0, kElements, at));
+      if (shard_.back() < (stage_ == 0 ? numel_.back() : (numel_.back() + world_ - 1) / world_))
         throw bad("unit " + names_.back() + "'s shard does not cover it");
+    }
+    // The run's position: a resumed run starts from it, so a hand-edited or damaged one must not
+    // pass (a negative step count trained steps -4 to 0 and then on NaN).
+    const json& p = meta_.at("position");
+    constexpr int64_t kLong = INT64_MAX / 2;
+    position_.steps_done = static_cast<int>(integer(p, "steps_done", 0, kInt, "position."));
+    position_.updates_done = static_cast<int>(integer(p, "updates_done", 0, position_.steps_done, "position."));
+    position_.scaler.scale = p.at("loss_scale").get<double>();
+    if (!(std::isfinite(position_.scaler.scale) && position_.scaler.scale > 0.0))
+      throw bad("position.loss_scale must be a positive finite number, got " + p.at("loss_scale").dump());
+    position_.scaler.hysteresis_left = static_cast<int>(integer(p, "hysteresis_left", 0, kInt, "position."));
+    position_.scaler.iter = static_cast<long>(integer(p, "scaler_iter", 0, kLong, "position."));
+    position_.scaler.last_overflow =
+        static_cast<long>(integer(p, "last_overflow", -1, position_.scaler.iter - 1, "position."));
+    const int64_t batches = integer(p, "data_batches", 0, kLong, "position.");
+    if (const auto b = meta_.find("batch"); b != meta_.end()) {  // absent before this build recorded it
+      batch_.micro = static_cast<int>(integer(*b, "micro", 1, kInt, "batch."));
+      batch_.accumulation = static_cast<int>(integer(*b, "accumulation", 1, kInt, "batch."));
+      batch_.seq_len = static_cast<int>(integer(*b, "seq_len", 1, kInt, "batch."));
+      if (batches != int64_t{position_.steps_done} * batch_.accumulation)
+        throw bad("position.data_batches " + std::to_string(batches) + " is not position.steps_done " +
+                  std::to_string(position_.steps_done) + " x batch.accumulation " + std::to_string(batch_.accumulation));
     }
     const size_t U = numel_.size();
     const json& files = meta_.at("files");
@@ -346,6 +355,27 @@ SavedCheckpoint::~SavedCheckpoint() = default;
 
 CheckpointError SavedCheckpoint::bad(const std::string& what) const {
   return CheckpointError("checkpoint: '" + meta_path_ + "': " + what);
+}
+
+void SavedCheckpoint::check_layout(const GPT2& model) const {
+  if (!(dims_ == model.dims()) || wte_units_ != model.wte_units())
+    throw bad("saved from another model shape (" + dims_str(dims_) + ", wte_units " + std::to_string(wte_units_) +
+              ") than this run's (" + dims_str(model.dims()) + ", wte_units " + std::to_string(model.wte_units()) + ")");
+  const auto& layout = model.layout();
+  if (numel_.size() != layout.size())
+    throw bad("holds " + std::to_string(numel_.size()) + " units, the model of its dimensions has " +
+              std::to_string(layout.size()));
+  // The dimensions alone do not tell: a meta.json edited by hand can name other dimensions than
+  // its rank files were written with.
+  for (size_t u = 0; u < layout.size(); ++u)
+    if (numel_[u] != layout[u].numel || names_[u] != layout[u].name)
+      throw bad("unit " + std::to_string(u) + " is " + names_[u] + " of " + std::to_string(numel_[u]) +
+                " elements, but the model of its dimensions (" + dims_str(dims_) + ") has " + layout[u].name + " of " +
+                std::to_string(layout[u].numel) + ": its units do not match its model");
+}
+
+bool SavedCheckpoint::owns(const std::string& path) const {
+  return lies_within(path, folder_) || lies_within(path, (fs::path(folder_).parent_path() / "latest").string());
 }
 
 void SavedCheckpoint::pieces(int u, int64_t b, int64_t e, const std::function<void(int, int64_t, int64_t)>& fn) const {
@@ -395,6 +425,29 @@ void SavedCheckpoint::read_master(int u, int64_t b, int64_t e, float* dst) {
   read(u, wire_ == DType::f32 ? 0 : 1, b, e, dst, DType::f32);
 }
 
+void check_resume(const SavedCheckpoint& saved, const Config& cfg, int world_size) {
+  const SavedCheckpoint::Batch& b = saved.batch();
+  if (b.micro > 0) {  // recorded (checkpoints of earlier builds lack it)
+    const int64_t then = int64_t{b.micro} * b.accumulation * saved.world_size(),
+                  now = int64_t{cfg.micro_batch} * cfg.grad_accum * world_size;
+    if (then != now)
+      throw saved.bad("saved with a global batch of " + std::to_string(then) + " sequences (micro " +
+                      std::to_string(b.micro) + " x accumulation " + std::to_string(b.accumulation) + " x " +
+                      std::to_string(saved.world_size()) + " ranks), this run's is " + std::to_string(now) + " (micro " +
+                      std::to_string(cfg.micro_batch) + " x accumulation " + std::to_string(cfg.grad_accum) + " x " +
+                      std::to_string(world_size) + " ranks): the data position and the optimizer's steps follow "
+                      "from it; resume with micro x accumulation x ranks = " + std::to_string(then));
+    if (b.seq_len != cfg.data.seq_len)
+      throw saved.bad("saved with data.seq_len " + std::to_string(b.seq_len) + ", this run's is " +
+                      std::to_string(cfg.data.seq_len) + ": the data position follows from it");
+  }
+  const int done = saved.position().steps_done;
+  if (cfg.train.steps < done)
+    throw CheckpointError("train.steps: " + std::to_string(cfg.train.steps) + " is below the step of the checkpoint '" +
+                          saved.folder() + "' (" + std::to_string(done) +
+                          "): it has trained further than this run would; ask for more steps, or `ztrain export` it");
+}
+
 TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const GPT2& model,
                               ZeroEngine& engine) {
   const int rank = comm.rank();
@@ -406,13 +459,10 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
   };
   // Everything checked on every rank before the load's collectives: the model, and every region
   // this rank will read against its checksum.
-  agreed(comm, "reading checkpoint " + dir, [&] {
+  agreed<CheckpointError>(comm, "checkpoint: reading checkpoint " + dir, [&] {
     saved = std::make_unique<SavedCheckpoint>(dir);
-    if (!(saved->dims() == model.dims()) || saved->wte_units() != model.wte_units())
-      throw saved->bad("saved from another model shape (" + dims_str(saved->dims()) + ", wte_units " +
-                       std::to_string(saved->wte_units()) + ") than this run's (" + dims_str(model.dims()) +
-                       ", wte_units " + std::to_string(model.wte_units()) + ")");
-    if (saved->units() != U) throw saved->bad("saved with " + std::to_string(saved->units()) + " units, this run has " + std::to_string(U));
+    saved->check_layout(model);
+    check_resume(*saved, cfg, comm.size());
     for (int u = 0; u < U; ++u) {
       const int64_t b = first_element(u);
       saved->verify(u, b, std::min(engine.units()[u].numel(), b + engine.units()[u].master_numel()));
@@ -443,15 +493,7 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
     }
   }, true);
 
-  const json& p = saved->meta().at("position");
-  TrainPosition pos;
-  pos.steps_done = p.at("steps_done").get<int>();
-  pos.updates_done = p.at("updates_done").get<int>();
-  pos.scaler.scale = p.at("loss_scale").get<double>();
-  pos.scaler.hysteresis_left = p.at("hysteresis_left").get<int>();
-  pos.scaler.iter = p.at("scaler_iter").get<long>();
-  pos.scaler.last_overflow = p.at("last_overflow").get<long>();
-  return pos;
+  return saved->position();
 }
 
 }  // namespace zt

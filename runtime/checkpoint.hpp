@@ -7,15 +7,17 @@
 // there is one, m, v), raw little-endian, each starting at a multiple of 4096 bytes ([Note: direct
 // checkpoint writes] in runtime/checkpoint_writer.hpp). meta.json names the format and
 // version, the model's dimensions, the world size, stage and precision, every unit's layout, the
-// training position (steps, updates, data batches, fp16's loss scaler) and, for every region of
-// every rank file, its offset, length and checksum. A save writes into step_<k>.tmp/ (each rank
-// its file, fsynced), rank 0 then writes meta.json (through a temporary name, fsynced), renames
-// the folder to step_<k> and fsyncs the parent, and only then replaces `latest` (a one-line file
-// naming the folder) by rename. A process killed at any moment leaves `latest` naming a complete
-// checkpoint; leftover .tmp folders are removed by the next save. (A step saved again, by a new
-// run in an old run's folder, is first published as step_<k>.new; see save_checkpoint.) keep_last > 0 removes the
-// lowest-numbered step_<k> folders beyond that many, after `latest` moved on, never the one it
-// names.
+// training position (steps, updates, data batches, fp16's loss scaler), the batch (micro,
+// accumulation, seq_len) and, for every region of every rank file, its offset, length and
+// checksum. A save writes into step_<k>.tmp/ (each rank its file, fsynced), rank 0 then writes
+// meta.json (through a temporary name, fsynced), renames the folder to step_<k> and fsyncs the
+// parent, and only then replaces `latest` (a one-line file naming the folder) by rename. A process
+// killed at any moment leaves `latest` naming a complete checkpoint; a save that fails removes its
+// .tmp folder, and a run removes those a killed one left before its first step. A state holding
+// inf or NaN is never saved. (A step saved again, by a run that was let overwrite an old run's
+// folder, is first published as step_<k>.new; see write_checkpoint.) What a run may do to the
+// folder's other checkpoints, and keep_last: [Note: one history per folder] in
+// runtime/checkpoint_root.hpp.
 #pragma once
 
 #include <array>
@@ -47,8 +49,9 @@ struct TrainPosition {
 };
 
 // Collective: every rank calls it with the same arguments. Writes <cfg.checkpoint.dir>/step_<step>.
-// CheckpointError naming the path on any failure (a read-only or full folder, ...); the previous
-// checkpoint stays what `latest` names.
+// CheckpointError naming the path on any failure (a read-only or full folder, a state holding inf
+// or NaN, ...), with step_<step>.tmp removed; the previous checkpoint stays what `latest` names.
+// Other checkpoints of the folder are CheckpointRoot's (runtime/checkpoint_root.hpp).
 void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
                      const TrainPosition& pos);
 
@@ -63,7 +66,14 @@ class SavedCheckpoint {
   explicit SavedCheckpoint(const std::string& dir);
   ~SavedCheckpoint();
 
+  // The batch it was saved with; zeros in checkpoints of builds that did not record it.
+  struct Batch {
+    int micro = 0, accumulation = 0, seq_len = 0;
+  };
+
   const std::string& folder() const { return folder_; }
+  const TrainPosition& position() const { return position_; }
+  const Batch& batch() const { return batch_; }
   const nlohmann::json& meta() const { return meta_; }
   const GPT2Dims& dims() const { return dims_; }
   int wte_units() const { return wte_units_; }
@@ -73,6 +83,10 @@ class SavedCheckpoint {
   int units() const { return static_cast<int>(numel_.size()); }
   int64_t numel(int u) const { return numel_.at(static_cast<size_t>(u)); }
 
+  // CheckpointError unless `model` has its dimensions and every unit's name and size.
+  void check_layout(const GPT2& model) const;
+  // Whether writing `path` would replace a file of this checkpoint (or its root's `latest`).
+  bool owns(const std::string& path) const;
   // Checks every region of unit u in the rank files holding its elements [b, e) against its
   // checksum (reading them whole).
   void verify(int u, int64_t b, int64_t e);
@@ -93,6 +107,8 @@ class SavedCheckpoint {
   GPT2Dims dims_{};
   int wte_units_ = 0, world_ = 0, stage_ = 0;
   DType wire_ = DType::f32;
+  TrainPosition position_;
+  Batch batch_;
   std::vector<int64_t> numel_, shard_;
   std::vector<std::string> names_, files_;
   std::vector<std::vector<std::array<Region, 4>>> regions_;  // [rank][unit][region]
@@ -100,11 +116,17 @@ class SavedCheckpoint {
   std::vector<char> bounce_;
 };
 
+// What a resumed run must share with its checkpoint besides the model: the global batch (micro x
+// accumulation x ranks) and seq_len, which the data position and the schedule follow from, and
+// train.steps at or past the checkpoint's step. CheckpointError saying which and what to do.
+void check_resume(const SavedCheckpoint& saved, const Config& cfg, int world_size);
+
 // Collective. `dir` is a checkpoint folder (holding meta.json) or a checkpoint root (holding
 // `latest`). Checks the checkpoint against this run's model and loads this rank's states into
 // `engine`, resharded where it was saved at another world size, stage or precision ([Note:
 // resharding] in checkpoint.cpp); returns the position. CheckpointError naming the file
-// and what is wrong (missing, another model or format, a checksum mismatch, a truncated file).
+// and what is wrong (missing, another model or format, a checksum mismatch, a truncated file, a
+// check_resume failure).
 TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const GPT2& model,
                               ZeroEngine& engine);
 

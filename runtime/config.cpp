@@ -200,6 +200,7 @@ void read_train(Section& top, TrainConfig& t, Seen& seen) {
   s->get("comm_timeout_s", t.comm_timeout_s);
   s->get("comm_progress", t.comm_progress);
   s->get("device", t.device);
+  s->get("skip_nonfinite_steps", t.skip_nonfinite_steps);
   // A folder, or true: the checkpoint root (checkpoint.dir), resolved in check_values.
   if (const json* v = s->find("resume"); v && v->is_boolean()) {
     if (v->get<bool>()) t.resume = "true";
@@ -402,6 +403,7 @@ void read_checkpoint(Section& top, CheckpointConfig& c) {
   s->get("dir", c.dir);
   s->get("save_interval", c.save_interval);
   s->get("keep_last", c.keep_last);
+  s->get("overwrite", c.overwrite);
   s->done();
   at_least(s->path("save_interval"), c.save_interval, 0);
   at_least(s->path("keep_last"), c.keep_last, 0);
@@ -522,6 +524,7 @@ void check_values(Config& c, const Seen& seen) {
   // The timeout becomes a count of milliseconds; 1e7 s (four months) is far beyond any real wait.
   if (t.comm_timeout_s > 1e7)
     fail("train.comm_timeout_s", "must be <= 1e7 seconds (0 waits forever), got " + num(t.comm_timeout_s));
+  at_least("train.skip_nonfinite_steps", t.skip_nonfinite_steps, 0);
   if (t.comm_progress != "auto" && t.comm_progress != "thread" && t.comm_progress != "poll")
     fail("train.comm_progress", "expected \"auto\", \"thread\" or \"poll\", got " + show(t.comm_progress));
   if (t.device != "cpu" && t.device != "cuda")

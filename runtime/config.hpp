@@ -57,6 +57,10 @@ struct TrainConfig {
   // scheduler tests them at every unit boundary) or "auto": poll where the ranks' compute threads
   // take every core of the host, else thread (ZT_MPI_PROGRESS, when set, decides instead).
   std::string comm_progress = "auto";
+  // Steps in a row whose loss or gradient norm is inf or NaN that are skipped (no update, on every
+  // rank) before the run stops; 0: the first one stops it ([Note: non-finite steps] in
+  // runtime/trainer.hpp).
+  int skip_nonfinite_steps = 0;
   // `ztrain train --resume [DIR]`: a checkpoint folder or root to continue from; empty: none.
   std::string resume;
   // Where the model computes: "cpu", or "cuda" (one GPU per rank, local rank modulo the GPUs the
@@ -70,6 +74,9 @@ struct CheckpointConfig {
   std::string dir;        // the checkpoint root: <dir>/step_<k>/, <dir>/latest
   int save_interval = 0;  // steps between saves (and the last step); 0: never
   int keep_last = 0;      // complete checkpoints kept; 0: all
+  // A run without --resume may save into a folder holding another run's checkpoints, which its
+  // first save then removes ([Note: one history per folder] in runtime/checkpoint_root.hpp).
+  bool overwrite = false;
 };
 
 struct OptimizerConfig {

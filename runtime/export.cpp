@@ -3,6 +3,8 @@
 #include <fcntl.h>
 
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -25,25 +27,22 @@ const std::map<std::string, std::pair<std::string, bool>> kBlockNames = {
     {"fcw", {"mlp.c_fc.weight", true}},       {"fcb", {"mlp.c_fc.bias", false}},
     {"fcprojw", {"mlp.c_proj.weight", true}}, {"fcprojb", {"mlp.c_proj.bias", false}}};
 
-// A file written at known offsets under path + ".tmp", renamed into place by finish().
+// A file written at known offsets under a temporary name, renamed into place by finish() ([Note:
+// replacing a file] in runtime/file_io.hpp); a writer destroyed before finish() leaves nothing.
 class PositionedWriter : public ModelWriter {
  protected:
-  explicit PositionedWriter(const std::string& path)
-      : path_(path), tmp_(path + ".tmp"), file_(std::make_unique<CheckpointFile>(tmp_, O_WRONLY | O_CREAT | O_TRUNC)) {}
-  void finish() override {
-    file_->sync();
-    file_.reset();
-    rename_synced(tmp_, path_);
-  }
-  std::string path_, tmp_;
-  std::unique_ptr<CheckpointFile> file_;
+  PositionedWriter(const std::string& path, const std::string& what) : out_(path, what), file_(&out_.file()) {}
+  void finish() override { out_.commit(); }
+  ReplacedFile out_;
+  CheckpointFile* file_;
 };
 
 // llm.c's layout: 256 int32 of header, then each parameter kind for all layers together ([Note:
 // units and llm.c's order] in models/gpt2.hpp), so a unit's tensors land at scattered offsets.
 class LlmcWriter final : public PositionedWriter {
  public:
-  LlmcWriter(const std::string& path, const GPT2& model) : PositionedWriter(path), model_(model) {
+  LlmcWriter(const std::string& path, const std::string& what, const GPT2& model)
+      : PositionedWriter(path, what), model_(model) {
     const GPT2Dims& d = model.dims();
     int32_t h[256] = {};
     h[0] = 20240326, h[1] = 3, h[2] = d.max_seq_len, h[3] = d.vocab_size, h[4] = d.n_layer, h[5] = d.n_head;
@@ -71,8 +70,8 @@ class LlmcWriter final : public PositionedWriter {
 
 class SafetensorsWriter final : public PositionedWriter {
  public:
-  SafetensorsWriter(const std::string& path, const GPT2& model, DType dtype)
-      : PositionedWriter(path), model_(model), dtype_(dtype) {
+  SafetensorsWriter(const std::string& path, const std::string& what, const GPT2& model, DType dtype)
+      : PositionedWriter(path, what), model_(model), dtype_(dtype) {
     const GPT2Dims& d = model.dims();
     const size_t es = dtype_size(dtype);
     const char* type = dtype == DType::f32 ? "F32" : dtype == DType::bf16 ? "BF16" : "F16";
@@ -160,25 +159,49 @@ class SafetensorsWriter final : public PositionedWriter {
 
 }  // namespace
 
-std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const GPT2& model,
-                                               DType dtype) {
+std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const std::string& what,
+                                               const GPT2& model, DType dtype) {
   if (format == "llmc") {
     if (dtype != DType::f32) throw std::invalid_argument("export: llm.c's format is fp32 only");
-    return std::make_unique<LlmcWriter>(path, model);
+    return std::make_unique<LlmcWriter>(path, what, model);
   }
-  if (format == "safetensors") return std::make_unique<SafetensorsWriter>(path, model, dtype);
+  if (format == "safetensors") return std::make_unique<SafetensorsWriter>(path, what, model, dtype);
   throw std::invalid_argument("export: --format must be \"safetensors\" or \"llmc\", got \"" + format + "\"");
+}
+
+void write_gathered_model(ZeroEngine& engine, const GPT2& model, int rank, const std::string& format,
+                          const std::string& path, const std::string& what, DType dtype) {
+  // Rank 0's errors wait for the end of the gathers, which every rank must join.
+  std::unique_ptr<ModelWriter> writer;
+  std::exception_ptr error;
+  auto guarded = [&](const std::function<void()>& f) {
+    if (rank != 0 || error) return;
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  };
+  guarded([&] { writer = make_model_writer(format, path, what, model, dtype); });
+  engine.for_each_full_unit(
+      [&](int u) { guarded([&] { writer->write_unit(u, host_f32(engine.units()[u].param_view()).data<float>()); }); });
+  guarded([&] { writer->finish(); });
+  if (error) std::rethrow_exception(error);
 }
 
 void export_checkpoint(const std::string& dir, const std::string& format, const std::string& out) {
   SavedCheckpoint saved(dir);
+  // The rename at the end would replace a file of the checkpoint being read (or its root's
+  // `latest`): the export would destroy its own input.
+  if (saved.owns(out))
+    throw CheckpointError("export: --out '" + out + "' lies inside the checkpoint it reads ('" + saved.folder() +
+                          "'); write the export elsewhere");
   const GPT2 model(saved.dims(), saved.wte_units());
-  if (saved.units() != model.num_units()) throw saved.bad("its units do not match its model's layout");
-  auto writer = make_model_writer(format, out, model);
+  saved.check_layout(model);
+  auto writer = make_model_writer(format, out, "export --out", model);
   std::vector<float> unit;
   for (int u = 0; u < model.num_units(); ++u) {
     const int64_t n = model.layout()[size_t(u)].numel;
-    if (saved.numel(u) != n) throw saved.bad("unit " + std::to_string(u) + " does not match its model's layout");
     saved.verify(u, 0, n);
     unit.assign(static_cast<size_t>(n), 0.0f);
     saved.read_master(u, 0, n, unit.data());

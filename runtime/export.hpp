@@ -13,6 +13,7 @@
 #include <string>
 
 #include "models/gpt2.hpp"
+#include "runtime/zero/engine.hpp"
 #include "tensor/dtype.hpp"
 
 namespace zt {
@@ -27,11 +28,20 @@ class ModelWriter {
 };
 
 // `format` "llmc" (f32 only) or "safetensors"; `model` gives the layout and outlives the writer.
-std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const GPT2& model,
-                                               DType dtype = DType::f32);
+// The file replaces `path` when finished ([Note: replacing a file] in runtime/file_io.hpp); `what`
+// names it in errors ("export --out", "train.save_model").
+std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const std::string& what,
+                                               const GPT2& model, DType dtype = DType::f32);
+
+// The run's model as one file, gathered a unit at a time (ZeroEngine::for_each_full_unit, so
+// collective at stages 1-3) and written by rank 0. A write error on rank 0 is thrown there once
+// every rank has joined the last gather; the other ranks return.
+void write_gathered_model(ZeroEngine& engine, const GPT2& model, int rank, const std::string& format,
+                          const std::string& path, const std::string& what, DType dtype);
 
 // `ztrain export`: the checkpoint in `dir` (a folder or root), every region it reads checked
-// against its checksum, as one file. The fp32 master weights are what is written.
+// against its checksum, as one file. The fp32 master weights are what is written. An `out` inside
+// the checkpoint (or its root's `latest`) is refused before anything is written.
 void export_checkpoint(const std::string& dir, const std::string& format, const std::string& out);
 
 }  // namespace zt

@@ -1,21 +1,25 @@
 #include "runtime/file_io.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 namespace zt {
 
-void fail_errno(const std::string& what, const std::string& path) {
-  throw CheckpointError("checkpoint: " + what + " '" + path + "': " + std::strerror(errno));
+namespace fs = std::filesystem;
+
+void fail_errno(const std::string& action, const std::string& path, const std::string& what) {
+  throw CheckpointError(what + ": " + action + " '" + path + "': " + std::strerror(errno));
 }
 
-CheckpointFile::CheckpointFile(const std::string& path, int flags)
-    : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, 0644)) {
-  if (fd_ < 0) fail_errno((flags & O_CREAT) ? "cannot create" : "cannot open", path);
+CheckpointFile::CheckpointFile(const std::string& path, int flags, std::string what)
+    : path_(path), what_(std::move(what)), fd_(::open(path.c_str(), flags | O_CLOEXEC, 0644)) {
+  if (fd_ < 0) fail_errno((flags & O_CREAT) ? "cannot create" : "cannot open", path, what_);
 }
 
 CheckpointFile::~CheckpointFile() {
@@ -27,7 +31,7 @@ void CheckpointFile::write_at(const void* p, size_t n, uint64_t off) const {
   while (n > 0) {
     const ssize_t w = ::pwrite(fd_, b, n, static_cast<off_t>(off));
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) fail_errno("cannot write", path_);
+    if (w < 0) fail_errno("cannot write", path_, what_);
     b += w, n -= static_cast<size_t>(w), off += static_cast<uint64_t>(w);
   }
 }
@@ -37,7 +41,7 @@ bool CheckpointFile::read_at(void* p, size_t n, uint64_t off) const {
   while (n > 0) {
     const ssize_t r = ::pread(fd_, b, n, static_cast<off_t>(off));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) fail_errno("cannot read", path_);
+    if (r < 0) fail_errno("cannot read", path_, what_);
     if (r == 0) return false;
     b += r, n -= static_cast<size_t>(r), off += static_cast<uint64_t>(r);
   }
@@ -45,24 +49,90 @@ bool CheckpointFile::read_at(void* p, size_t n, uint64_t off) const {
 }
 
 void CheckpointFile::sync() const {
-  if (::fsync(fd_) != 0) fail_errno("cannot fsync", path_);
+  if (::fsync(fd_) != 0) fail_errno("cannot fsync", path_, what_);
 }
 
 void sync_dir(const std::string& dir) { CheckpointFile(dir, O_RDONLY | O_DIRECTORY).sync(); }
 
 void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    CheckpointFile f(tmp, O_WRONLY | O_CREAT | O_TRUNC);
-    f.write_at(text.data(), text.size(), 0);
-    f.sync();
-  }
-  rename_synced(tmp, path);
+  ReplacedFile f(path, "checkpoint");
+  f.file().write_at(text.data(), text.size(), 0);
+  f.commit();
 }
 
 void rename_synced(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) fail_errno("cannot rename into", to);
-  const std::string parent = std::filesystem::path(to).parent_path().string();
+  const std::string parent = fs::path(to).parent_path().string();
+  sync_dir(parent.empty() ? "." : parent);
+}
+
+std::string write_target(const std::string& target) {
+  std::error_code ec;
+  if (!fs::is_symlink(target, ec)) return target;
+  const fs::path real = fs::weakly_canonical(target, ec);
+  return ec ? target : real.string();
+}
+
+void check_replaceable(const std::string& target, const std::string& what) {
+  struct stat st {};
+  if (::stat(target.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+  const char* kind = S_ISDIR(st.st_mode)    ? "folder"
+                     : S_ISCHR(st.st_mode)  ? "character device"
+                     : S_ISBLK(st.st_mode)  ? "block device"
+                     : S_ISFIFO(st.st_mode) ? "FIFO"
+                     : S_ISSOCK(st.st_mode) ? "socket"
+                                            : "special file";
+  throw CheckpointError(what + ": '" + target + "' is a " + kind +
+                        ", not a regular file; it is written by renaming a new file over it, which would replace "
+                        "the " + kind + " itself: name a file");
+}
+
+void create_parent(const std::string& file, const std::string& what) {
+  const fs::path parent = fs::path(file).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw CheckpointError(what + ": cannot create the folder '" + parent.string() + "': " + ec.message());
+}
+
+fs::path resolved_path(const std::string& path) {
+  std::error_code ec;
+  fs::path r = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) r = fs::absolute(path, ec).lexically_normal();
+  if (r.has_relative_path() && r.filename().empty()) r = r.parent_path();  // "dir/" as "dir"
+  return r;
+}
+
+bool lies_within(const std::string& path, const std::string& folder) {
+  const fs::path p = resolved_path(path), f = resolved_path(folder);
+  return std::mismatch(f.begin(), f.end(), p.begin(), p.end()).first == f.end();
+}
+
+ReplacedFile::ReplacedFile(const std::string& target, const std::string& what)
+    : target_(write_target(target)), what_(what) {
+  check_replaceable(target_, what_);
+  create_parent(target_, what_);
+  const std::string stem = target_ + ".tmp-" + std::to_string(::getpid()) + "-";
+  std::error_code ec;
+  for (int n = 0;; ++n) {  // a new name: never another file's (a killed run's, the user's)
+    temp_ = stem + std::to_string(n);
+    if (!fs::exists(fs::symlink_status(temp_, ec))) break;
+  }
+  file_ = std::make_unique<CheckpointFile>(temp_, O_WRONLY | O_CREAT | O_EXCL, what_);
+}
+
+ReplacedFile::~ReplacedFile() {
+  if (committed_) return;
+  file_.reset();
+  ::unlink(temp_.c_str());
+}
+
+void ReplacedFile::commit() {
+  file_->sync();
+  file_.reset();
+  if (::rename(temp_.c_str(), target_.c_str()) != 0) fail_errno("cannot rename a new file into", target_, what_);
+  committed_ = true;
+  const std::string parent = fs::path(target_).parent_path().string();
   sync_dir(parent.empty() ? "." : parent);
 }
 

@@ -1,10 +1,22 @@
-// Plain positioned file I/O for checkpoints and exports: a file descriptor that closes itself,
-// whose errors are CheckpointErrors naming the path and errno, and the fsync-and-rename steps a
-// crash-safe write needs.
+// Plain positioned file I/O for checkpoints and model files: a file descriptor that closes itself,
+// whose errors are CheckpointErrors naming the path and errno, the fsync-and-rename steps a
+// crash-safe write needs, and a file written whole under a temporary name ([Note: replacing a
+// file]).
+//
+// [Note: replacing a file] A file written whole (train.save_model, `ztrain export`'s output, the
+// trace, a checkpoint's meta.json and `latest`) goes to a temporary file beside its target (the
+// same folder, so the same file system and an atomic rename), is fsynced and renamed over the
+// target: a reader never sees half a file, and a failure leaves the old one. The temporary name is
+// new (target.tmp-<pid>-<n>, created with O_EXCL), so no other file is clobbered, and it is
+// removed when the write fails. A target that exists and is not a regular file (a device, a
+// folder, a FIFO) is refused: the rename would replace the node itself (as root, /dev/full became
+// a plain file). A symbolic link is followed: the file it names is replaced, the link stays.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -17,8 +29,9 @@ class CheckpointError : public std::runtime_error {
 
 class CheckpointFile {
  public:
-  // open(2) flags; created files get mode 0644.
-  CheckpointFile(const std::string& path, int flags);
+  // open(2) flags; created files get mode 0644. `what` begins every error message ("checkpoint",
+  // or the output's key: "train.save_model").
+  CheckpointFile(const std::string& path, int flags, std::string what = "checkpoint");
   ~CheckpointFile();
   CheckpointFile(const CheckpointFile&) = delete;
   CheckpointFile& operator=(const CheckpointFile&) = delete;
@@ -30,15 +43,49 @@ class CheckpointFile {
   const std::string& path() const { return path_; }
 
  private:
-  std::string path_;
+  std::string path_, what_;
   int fd_;
 };
 
-[[noreturn]] void fail_errno(const std::string& what, const std::string& path);
+// CheckpointError "<what>: <action> '<path>': <strerror(errno)>".
+[[noreturn]] void fail_errno(const std::string& action, const std::string& path, const std::string& what = "checkpoint");
 void sync_dir(const std::string& dir);
-// Writes `text` to `path` through path + ".tmp", fsynced, renamed over it.
+// Writes `text` to `path` through a ReplacedFile.
 void write_atomically(const std::string& path, const std::string& text);
 // Renames `from` over `to`, then fsyncs the folder of `to`.
 void rename_synced(const std::string& from, const std::string& to);
+
+// Where a write to `target` lands: the file a symbolic link names, else `target` itself.
+std::string write_target(const std::string& target);
+// CheckpointError "<what>: '<target>' is a <kind>, not a regular file: ..." when `target` exists
+// and is not a regular file (after following links); nothing otherwise.
+void check_replaceable(const std::string& target, const std::string& what);
+// Creates the folders above `file` that are missing; CheckpointError naming the folder and errno.
+void create_parent(const std::string& file, const std::string& what);
+// `path` absolute, with links and `..` resolved as far as it exists.
+std::filesystem::path resolved_path(const std::string& path);
+// Whether `path` is `folder` or lies beneath it, compared resolved (neither needs to exist).
+bool lies_within(const std::string& path, const std::string& folder);
+
+// [Note: replacing a file]: creates the folders above `target` and a new temporary file beside
+// it; commit() fsyncs it and renames it over the target. Destroyed uncommitted, it removes the
+// temporary file. Errors name `what` and the path.
+class ReplacedFile {
+ public:
+  ReplacedFile(const std::string& target, const std::string& what);
+  ~ReplacedFile();
+  ReplacedFile(const ReplacedFile&) = delete;
+  ReplacedFile& operator=(const ReplacedFile&) = delete;
+
+  CheckpointFile& file() { return *file_; }
+  // For writers with their own stream on the temporary file (its data is fsynced by commit()).
+  const std::string& temp_path() const { return temp_; }
+  void commit();
+
+ private:
+  std::string target_, temp_, what_;
+  std::unique_ptr<CheckpointFile> file_;
+  bool committed_ = false;
+};
 
 }  // namespace zt

@@ -2,7 +2,9 @@
 
 #include <omp.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -13,14 +15,19 @@
 
 namespace zt {
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
-  if (!out_) throw std::runtime_error("metrics: cannot open '" + path + "' for writing");
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+  errno = 0;
+  out_.open(path, std::ios::trunc);
+  if (!out_) throw std::runtime_error("train.metrics: cannot open '" + path + "' for writing" + reason());
 }
 
+std::string MetricsWriter::reason() { return errno ? std::string(": ") + std::strerror(errno) : std::string(); }
+
 void MetricsWriter::line(const std::string& json) {
+  errno = 0;
   out_ << json << '\n';
   out_.flush();  // a crashed run still leaves every finished step on disk
-  if (!out_) throw std::runtime_error("metrics: write to '" + path_ + "' failed");
+  if (!out_) throw std::runtime_error("train.metrics: write to '" + path_ + "' failed" + reason());
 }
 
 void MetricsWriter::write(const StepStats& s) {
@@ -31,10 +38,9 @@ void MetricsWriter::write(const StepStats& s) {
                    {"tflops", s.tflops}, {"peak_bytes", peak}};
   // JSON has no inf: a skipped step's norm is left out.
   if (std::isfinite(s.grad_norm)) j["grad_norm"] = s.grad_norm;
-  if (s.loss_scale > 0) {
-    j["loss_scale"] = s.loss_scale;
-    j["skipped"] = s.skipped;
-  }
+  if (s.loss_scale > 0) j["loss_scale"] = s.loss_scale;
+  if (s.loss_scale > 0 || s.skipped) j["skipped"] = s.skipped;
+  if (s.nonfinite) j["nonfinite"] = true;  // (the loss is null then: JSON has no NaN)
   line(j.dump());
 }
 
@@ -91,9 +97,10 @@ std::string progress_line(const StepStats& s, int total_steps) {
                 human_bytes(s.mem.total_peak).c_str());
   std::string line = buf;
   if (s.loss_scale > 0) {
-    std::snprintf(buf, sizeof buf, " | loss scale %g%s", s.loss_scale, s.skipped ? " | overflow: step skipped" : "");
+    std::snprintf(buf, sizeof buf, " | loss scale %g%s", s.loss_scale, s.skipped && !s.nonfinite ? " | overflow: step skipped" : "");
     line += buf;
   }
+  if (s.nonfinite) line += " | non-finite: step skipped (train.skip_nonfinite_steps)";
   return line;
 }
 

@@ -21,6 +21,7 @@ class MetricsWriter {
 
  private:
   void line(const std::string& json);
+  static std::string reason();  // ": <strerror(errno)>" where errno says why, else ""
   std::string path_;
   std::ofstream out_;
 };

@@ -1,10 +1,11 @@
 #include "runtime/trace.hpp"
 
+#include "runtime/file_io.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -237,25 +238,17 @@ void write_json(std::ostream& out, const std::vector<RankEvents>& ranks, bool al
 }
 
 void write_file(const std::string& path, const std::vector<RankEvents>& ranks, bool aligned) {
-  const std::string tmp = path + ".tmp";
+  // [Note: replacing a file] in runtime/file_io.hpp; removed again unless committed.
+  ReplacedFile file(path, "trace: cannot write '" + path + "'");
   std::ofstream out;
   errno = 0;
-  out.open(tmp, std::ios::binary | std::ios::trunc);
-  if (!out) write_failed(path, "cannot open '" + tmp + "'" + (errno ? std::string(": ") + std::strerror(errno) : ""));
-  try {
-    write_json(out, ranks, aligned);
-    out.close();
-    if (!out) write_failed(path, "writing '" + tmp + "' failed (disk full?)");
-    std::filesystem::rename(tmp, path);
-  } catch (const std::filesystem::filesystem_error& e) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    write_failed(path, "cannot rename '" + tmp + "' to it: " + e.code().message());
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
-  }
+  out.open(file.temp_path(), std::ios::binary | std::ios::trunc);
+  if (!out) write_failed(path, "cannot open '" + file.temp_path() + "'" + (errno ? std::string(": ") + std::strerror(errno) : ""));
+  write_json(out, ranks, aligned);
+  errno = 0;
+  out.close();
+  if (!out) write_failed(path, "writing '" + file.temp_path() + "' failed" + (errno ? std::string(": ") + std::strerror(errno) : ""));
+  file.commit();
 }
 
 }  // namespace

@@ -85,9 +85,10 @@ class Trace {
   void clear();
 
   // Collective over `comm` (every rank calls it, with the same path or not; only rank 0's is
-  // used): rank 0 writes every rank's events as one JSON file at `path`, through path + ".tmp" and
-  // a rename so a reader never sees half a file. See [Note: trace write errors], [Note: trace
-  // clocks], [Note: overlapping spans on a lane].
+  // used): rank 0 writes every rank's events as one JSON file at `path`, through a temporary file
+  // and a rename so a reader never sees half a file ([Note: replacing a file] in
+  // runtime/file_io.hpp). See [Note: trace write errors], [Note: trace clocks], [Note:
+  // overlapping spans on a lane].
   void write(Communicator& comm, const std::string& path) const;
 
   // This rank's share of the time on `comm_lane` (a collective's or I/O) during which compute ran

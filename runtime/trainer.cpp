@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -15,8 +16,11 @@
 #include "comm/nccl_communicator.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/kernels.hpp"
+#include "runtime/agreed.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/export.hpp"
 #include "runtime/metrics.hpp"
+#include "runtime/outputs.hpp"
 #include "runtime/schedule.hpp"
 
 namespace zt {
@@ -58,6 +62,10 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     comm_.set_progress(progress == "poll" ? CommProgress::poll : CommProgress::thread);
   check_batch_size(cfg_, comm_.size());
   comm_.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(cfg_.train.comm_timeout_s * 1000.0)));
+  // Where the run writes is checked before anything long runs ([Note: outputs checked first],
+  // [Note: one history per folder]).
+  check_outputs(cfg_, comm_);
+  if (cfg_.checkpoint.save_interval > 0) checkpoints_ = std::make_unique<CheckpointRoot>(cfg_, comm_);
   const GPT2Dims dims = resolve_dims(cfg_);
   if (T_ > dims.max_seq_len)
     throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +
@@ -105,6 +113,10 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     std::snprintf(buf, sizeof buf, "resumed from %s at step %d (%.2f s)", cfg_.train.resume.c_str(), p.steps_done,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     resumed_ = buf;
+    last_saved_ = cfg_.train.resume;
+    if (p.steps_done == cfg_.train.steps)
+      resumed_ += "\nwarning: the checkpoint is at train.steps (" + std::to_string(p.steps_done) +
+                  ") already: nothing left to train, only the outputs are written";
     steps_done_ = p.steps_done;
     updates_done_ = p.updates_done;
     scaler_.restore(p.scaler);
@@ -122,6 +134,8 @@ double Trainer::save() {
   p.updates_done = updates_done_;
   p.scaler = scaler_.state();
   save_checkpoint(cfg_, comm_, *model_, *engine_, p);
+  last_saved_ = (std::filesystem::path(cfg_.checkpoint.dir) / ("step_" + std::to_string(steps_done_))).string();
+  if (checkpoints_) checkpoints_->saved(steps_done_);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -149,9 +163,16 @@ StepStats Trainer::step() {
   MarkedRange update_range(tape_.marker(), "norm+adamw");
   ++steps_done_;
   if (steps_done_ == poison_step_) engine_->poison_grads();
+  // Reduced over the ranks, so inf or NaN on any rank is inf or NaN on every rank.
+  const double loss = mean_over_ranks(loss_sum / accum);
   // fp16: an inf or NaN on any rank skips the step on every rank.
-  const bool skipped = scaler_.active() && engine_->grads_overflowed();
-  const double norm = skipped ? std::numeric_limits<double>::infinity() : engine_->grad_norm() / loss_scale;
+  const bool overflow = scaler_.active() && engine_->grads_overflowed();
+  const double norm = overflow ? std::numeric_limits<double>::infinity() : engine_->grad_norm() / loss_scale;
+  const bool nonfinite = !std::isfinite(loss) || (!overflow && !std::isfinite(norm));
+  nonfinite_in_a_row_ = nonfinite ? nonfinite_in_a_row_ + 1 : 0;
+  if (nonfinite_in_a_row_ > cfg_.train.skip_nonfinite_steps) throw_nonfinite(loss, norm);
+  if (!nonfinite && checkpoints_) checkpoints_->confirm();  // [Note: keep_last waits for a finite step]
+  const bool skipped = overflow || nonfinite;
   const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, updates_done_);
   if (!skipped) {
     // torch.nn.utils.clip_grad_norm_'s rule, so clipped runs compare with PyTorch's.
@@ -160,22 +181,44 @@ StepStats Trainer::step() {
     ++updates_done_;
     engine_->update(static_cast<float>(lr), static_cast<float>(coef / loss_scale), updates_done_);
   }
-  scaler_.update(skipped);
+  scaler_.update(overflow);
   profile_.add("norm+adamw", false, std::chrono::duration<double>(clock::now() - update_start).count());
 
   StepStats s;
   s.step = steps_done_;
-  s.loss = mean_over_ranks(loss_sum / accum);
+  s.loss = loss;
   s.lr = lr;
   s.grad_norm = norm;
   s.loss_scale = scaler_.active() ? loss_scale : 0.0;
   s.skipped = skipped;
+  s.nonfinite = nonfinite;
   s.ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
   const double tokens = static_cast<double>(B_) * T_ * accum * comm_.size();
   s.tokens_per_s = tokens / (s.ms / 1e3);
   s.tflops = gpt2_flops_per_token(model_->dims(), T_) * tokens / (s.ms / 1e3) / 1e12;
   s.mem = comm_.memory().accounting().snapshot();
   return s;
+}
+
+void Trainer::throw_nonfinite(double loss, double norm) const {
+  auto show = [](double x) {
+    if (std::isnan(x)) return std::string("NaN");
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", x);
+    return std::string(b);
+  };
+  const std::string what = "step " + std::to_string(steps_done_) + ": loss " + show(loss) + ", gradient norm " + show(norm);
+  const int limit = cfg_.train.skip_nonfinite_steps;
+  std::string msg = what + " (inf or NaN on some rank)";
+  if (limit > 0)
+    msg += ", " + std::to_string(nonfinite_in_a_row_) + " such steps in a row, more than train.skip_nonfinite_steps " +
+           std::to_string(limit) + " skips";
+  msg += ": the run stops before this step's update";
+  if (!last_saved_.empty())
+    msg += "; the newest checkpoint is " + last_saved_ + ", and keep_last kept the ones before it";
+  msg += limit > 0 ? "; the run diverges: lower the learning rate or resume from an earlier checkpoint"
+                   : "; lower the learning rate, or let train.skip_nonfinite_steps skip such steps";
+  throw std::runtime_error(msg);
 }
 
 double Trainer::validate() {
@@ -204,6 +247,7 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   if (!tc.metrics.empty() && lead) metrics = std::make_unique<MetricsWriter>(tc.metrics);
   log(run_banner(*this));
   if (!resumed_.empty()) log(resumed_);
+  if (checkpoints_ && !checkpoints_->note().empty()) log(checkpoints_->note());
   const bool validating = val_ && tc.val_interval > 0;
   if (validating) log(val_line(0, validate()));
   while (steps_done_ < tc.steps) {
@@ -223,10 +267,11 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
       log("saved checkpoint " + cfg_.checkpoint.dir + "/step_" + std::to_string(s.step) + buf);
     }
   }
-  // Every rank takes part in gathering the parameters; rank 0 writes them.
+  if (checkpoints_) checkpoints_->confirm();
+  // Every rank takes part in gathering the parameters, a unit at a time; rank 0 writes them.
   if (!tc.save_model.empty()) {
-    engine_->read_full_params([&] {
-      if (lead) save_llmc_checkpoint(tc.save_model, *model_);
+    agreed(comm_, "train.save_model: writing '" + tc.save_model + "'", [&] {
+      write_gathered_model(*engine_, *model_, comm_.rank(), "llmc", tc.save_model, "train.save_model", DType::f32);
     });
     log("saved model to " + tc.save_model);
   }

@@ -10,6 +10,7 @@
 
 #include "comm/communicator.hpp"
 #include "models/gpt2.hpp"
+#include "runtime/checkpoint_root.hpp"
 #include "runtime/config.hpp"
 #include "runtime/data.hpp"
 #include "runtime/loss_scaler.hpp"
@@ -26,7 +27,8 @@ struct StepStats {
   double lr = 0;
   double grad_norm = 0;  // before clipping (inf for a skipped step)
   double loss_scale = 0;  // fp16's, this step's; 0 without fp16
-  bool skipped = false;   // fp16: a gradient overflowed on some rank, so no update
+  bool skipped = false;   // no update: fp16's overflow, or a non-finite step under skip_nonfinite_steps
+  bool nonfinite = false;  // the loss or (fp32, bf16) the gradient norm was inf or NaN
   double ms = 0;
   double tokens_per_s = 0;
   double tflops = 0;     // achieved, llm.c's FLOP count
@@ -46,6 +48,12 @@ class Trainer {
   // over `comm` (collective), whose memory() holds the model.
   Trainer(const Config& cfg, Communicator& comm);
 
+  // [Note: non-finite steps] A step whose loss (the mean over ranks) or, in fp32 and bf16, global
+  // gradient norm is inf or NaN (fp16's overflow is its loss scaler's) is one every rank sees,
+  // since both are reduced over the ranks: every rank throws before the update, naming the step,
+  // so no non-finite state is trained on or saved (and keep_last never pushes a good checkpoint
+  // out for it). train.skip_nonfinite_steps lets that many such steps in a row be skipped
+  // instead, as fp16 skips an overflow: no update on any rank, the data moves on.
   StepStats step();
   double validate();  // mean loss over data.val_batches validation batches (no gradients)
   // Collective: a checkpoint of this point into checkpoint.dir ([Note: checkpoint layout]);
@@ -71,6 +79,7 @@ class Trainer {
  private:
   Trainer(const Config& cfg, std::unique_ptr<Communicator> own);
   double mean_over_ranks(double v);
+  [[noreturn]] void throw_nonfinite(double loss, double norm) const;
 
   Config cfg_;
   std::unique_ptr<Communicator> own_comm_;  // the Self communicator of the one-rank constructor
@@ -86,6 +95,9 @@ class Trainer {
   int steps_done_ = 0;
   int updates_done_ = 0;  // steps not skipped: AdamW's t and the LR schedule's position
   std::string resumed_;  // "resumed from DIR at step K (S s)", for the log
+  std::unique_ptr<CheckpointRoot> checkpoints_;  // with checkpoint.save_interval
+  std::string last_saved_;  // the newest checkpoint this run saved or resumed from, for messages
+  int nonfinite_in_a_row_ = 0;
   int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
   LossScaler scaler_;
   Tensor inputs_, targets_;

@@ -7,7 +7,8 @@
 # within 30 s and the last checkpoint loads. Bad checkpoints end with a message
 # naming the problem: none in the folder, `latest` naming a missing folder, a flipped byte (the
 # file and the unit), a truncated file, another format version, another model, a read-only
-# checkpoint folder and a disk that fills during a save (where mount is permitted). Saved at one world size and stage, a checkpoint
+# checkpoint folder (found before the first step) and a disk that fills during a save, which
+# leaves no partial folder behind (where mount is permitted). Saved at one world size and stage, a checkpoint
 # resumes at another (resharded at load) within the ZeRO tests' tolerance.
 # usage: test_checkpoint.sh MPIRUN ZTRAIN
 set -u
@@ -92,8 +93,9 @@ grep -q '"step":12' "$dir/rs_tof32.jsonl" || fail "a bf16 checkpoint did not con
 kill_at() {  # kill_at DELAY
   ck="$dir/ck_kill"
   # (No `timeout` in front: the kill must reach ztrain itself, not a wrapper that would leave it
-  # running and saving beside the next run.)
-  "$ztrain" train --config "$dir/c.json" --steps 200 --set checkpoint.dir="$ck" \
+  # running and saving beside the next run.) Each run starts anew over the last one's checkpoints,
+  # so kills also land while it replaces them (checkpoint.overwrite).
+  "$ztrain" train --config "$dir/c.json" --steps 200 --set checkpoint.dir="$ck" --set checkpoint.overwrite=true \
     --set checkpoint.save_interval=1 --set checkpoint.keep_last=2 > "$dir/kill.out" 2>&1 &
   pid=$!
   sleep "$1"
@@ -156,8 +158,10 @@ bad && sed -i 's/"version": 1/"version": 9/' "$dir/bad/meta.json"
 expect_error version "format version 9, this build reads version 1" --resume "$dir/bad"
 expect_error shape "saved from another model shape" --resume "$good" --set model.n_layer=3
 if mkdir -p "$mnt" && mount -t tmpfs -o ro none "$mnt" 2>/dev/null; then
-  expect_error read_only "checkpoint: cannot create '$mnt/step_5.tmp'" --set checkpoint.dir="$mnt" \
+  # Found before the first step ([Note: outputs checked first]), not at the first save.
+  expect_error read_only "checkpoint.dir: cannot create '$mnt/.write-check-rank0-" --set checkpoint.dir="$mnt" \
     --set checkpoint.save_interval=5
+  grep -q "step     1/" "$dir/read_only.out" && fail "read_only: the run trained before the folder was found read-only"
   umount "$mnt"
   # A disk that fills during a save (room for one and a half checkpoints): the error names the file
   # and the cause, `latest` still names the previous checkpoint, and it loads.
@@ -166,6 +170,9 @@ if mkdir -p "$mnt" && mount -t tmpfs -o ro none "$mnt" 2>/dev/null; then
   expect_error full_disk "No space left on device" --set checkpoint.dir="$mnt" --set checkpoint.save_interval=5
   grep -qF "$mnt/step_10.tmp/rank0.bin" "$dir/full_disk.out" || fail "full_disk: the file is not named: $(tail -1 "$dir/full_disk.out")"
   [ "$(cat "$mnt/latest")" = step_5 ] || fail "full_disk: latest names '$(cat "$mnt/latest")', not step_5"
+  # The failed save removed its partial folder, so the space it took is free again.
+  [ ! -e "$mnt/step_10.tmp" ] || fail "full_disk: the failed save left $mnt/step_10.tmp"
+  [ "$(du -sk "$mnt" | cut -f1)" -le $((kb * 11 / 10)) ] || fail "full_disk: $(du -sk "$mnt" | cut -f1) KiB still used"
   train full_disk_resume 1 --set checkpoint.dir="$mnt" --resume --steps 6
   umount "$mnt"
 else

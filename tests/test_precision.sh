@@ -5,7 +5,9 @@
 #   stays near the fp32 run;
 # - fp16: a rank whose gradients turn non-finite (ZT_POISON_GRADS=RANK:STEP) makes every rank skip
 #   that step (the run matches one rank poisoned at the same step) and halves the loss scale;
-#   a too-large initial scale overflows, skips and halves until training proceeds.
+#   a too-large initial scale overflows, skips and halves until training proceeds;
+# - fp32 and bf16: a non-finite gradient norm on one rank stops every rank before the update, or
+#   with train.skip_nonfinite_steps is skipped by every rank.
 # usage: test_precision.sh MPIRUN ZTRAIN
 set -u
 mpirun=$1 ztrain=$2
@@ -71,4 +73,31 @@ print(f"scale 2^24: steps 1-{first_ok - 1} overflowed and were skipped, scale {b
       f"{b[first_ok - 1]['loss_scale']:g}; loss {b[first_ok - 1]['loss']:.3f} -> {b[-1]['loss']:.3f}")
 PY
 grep -q "overflow: step skipped" "$dir/fp16_big.out" || fail "progress lines do not report skipped steps"
+
+# bf16 and fp32 ([Note: non-finite steps] in runtime/trainer.hpp): a gradient norm that is not
+# finite on one rank stops every rank before the update, naming the step; with
+# train.skip_nonfinite_steps every rank skips it, so poisoning rank 0 or rank 1 gives the same run.
+ZT_POISON_GRADS=1:3 timeout 60 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -x ZT_POISON_GRADS -np 2 \
+  "$ztrain" train --config "$dir/c.json" --steps 6 --set train.val_interval=0 --set bf16.enabled=true --set zero_optimization.stage=3 \
+  --set train_micro_batch_size_per_gpu=6 > "$dir/nan_stop.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -Eq "step 3: loss [0-9.]+, gradient norm (NaN|inf) .*stops before this step's update" \
+  "$dir/nan_stop.out" || fail "a non-finite gradient norm did not stop the run (exit $rc): $(tail -3 "$dir/nan_stop.out")"
+grep -q "step     3/" "$dir/nan_stop.out" && fail "the poisoned step 3 was trained on"
+skip="--steps 6 --set train.val_interval=0 --set train.skip_nonfinite_steps=1 --set zero_optimization.stage=2 --set train_micro_batch_size_per_gpu=6"
+export ZT_POISON_GRADS=1:3
+train nan_skip_r1 2 $skip
+export ZT_POISON_GRADS=0:3
+train nan_skip_r0 2 $skip
+unset ZT_POISON_GRADS
+python3 "$here/compare_metrics.py" "$dir/nan_skip_r0.jsonl" "$dir/nan_skip_r1.jsonl" --rtol 0 --lines 6 ||
+  fail "skipping a step poisoned on rank 0 differs from one poisoned on rank 1: the ranks did not skip together"
+python3 - "$dir/nan_skip_r1.jsonl" <<'PY' || fail "the skipped non-finite step (see above)"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+assert [r["step"] for r in rows if r.get("skipped")] == [3], rows
+assert rows[2].get("nonfinite") and "grad_norm" not in rows[2], rows[2]
+assert all("grad_norm" in r for r in rows[3:]), rows[3:]
+print("non-finite step 3 skipped on every rank; steps 4-6 trained on")
+PY
 finish "precision checks passed"

@@ -1,0 +1,75 @@
+#include "runtime/outputs.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <iterator>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/agreed.hpp"
+#include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint_root.hpp"
+#include "runtime/file_io.hpp"
+
+namespace zt {
+
+namespace {
+
+struct Output {
+  const char* key;
+  const std::string& path;
+  bool replaced;  // written whole through a temporary file, else line by line in place
+};
+
+// Opens `path` for writing as the run will, without truncating what is there now (a file it
+// creates for the check is removed again).
+void check_writable_in_place(const std::string& path, const char* key) {
+  create_parent(path, key);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    { CheckpointFile f(path, O_WRONLY | O_CREAT | O_EXCL, key); }
+    ::unlink(path.c_str());
+  } else if (S_ISDIR(st.st_mode)) {
+    throw std::runtime_error(std::string(key) + ": '" + path + "' is a folder; name a file");
+  } else if (!S_ISFIFO(st.st_mode)) {  // opening a FIFO waits for its reader: the run's business
+    CheckpointFile f(path, O_WRONLY, key);
+  }
+}
+
+}  // namespace
+
+void check_outputs(const Config& cfg, Communicator& comm) {
+  agreed(comm, "checking the run's output files", [&] {
+    if (comm.rank() != 0) return;
+    const Output outputs[] = {{"train.save_model", cfg.train.save_model, true},
+                              {"train.trace", cfg.train.trace, true},
+                              {"train.metrics", cfg.train.metrics, false}};
+    std::unique_ptr<SavedCheckpoint> resumed;  // read when an output is to be checked against it
+    for (size_t i = 0; i < std::size(outputs); ++i) {
+      const Output& o = outputs[i];
+      if (o.path.empty()) continue;
+      const std::string said = std::string(o.key) + ": '" + o.path + "'";
+      for (size_t j = 0; j < i; ++j)
+        if (!outputs[j].path.empty() && resolved_path(o.path) == resolved_path(outputs[j].path))
+          throw std::runtime_error(said + " is also " + outputs[j].key + "; give each output its own file");
+      if (!cfg.checkpoint.dir.empty() && in_checkpoint_folder(cfg.checkpoint.dir, o.path))
+        throw std::runtime_error(said + " lies inside the checkpoint folder '" + cfg.checkpoint.dir +
+                                 "', whose `latest` and step_<k> folders ztrain manages; write it elsewhere");
+      if (!cfg.train.resume.empty() && !resumed) resumed = std::make_unique<SavedCheckpoint>(cfg.train.resume);
+      if (resumed && resumed->owns(o.path))
+        throw std::runtime_error(said + " lies inside the checkpoint this run resumes from ('" + resumed->folder() +
+                                 "'); write it elsewhere");
+      if (o.replaced) {
+        ReplacedFile probe(o.path, o.key);  // created, and removed again uncommitted
+      } else {
+        check_writable_in_place(o.path, o.key);
+      }
+    }
+  });
+}
+
+}  // namespace zt

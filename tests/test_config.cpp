@@ -623,3 +623,36 @@ TEST_CASE("load_config") {
                        "config: train.stepz: unknown key (did you mean 'steps'?)", ConfigError);
   CHECK_THROWS_WITH_AS(zt::load_config(good, {"oops"}), "config: --set 'oops': expected dotted.key=value", ConfigError);
 }
+
+TEST_CASE("values nested deep or huge") {
+  // A value is shown cut to one line, and never serialised whole: 100,000 arrays deep would
+  // overflow the stack of a recursive dump.
+  json deep = json::array();
+  for (int i = 0; i < 100000; ++i) deep = json::array({std::move(deep)});
+  json j = minimal();
+  j["model"] = std::move(deep);
+  CHECK(error_of(j) == "config: model: expected an object, got " + std::string(57, '[') + "...");
+  json wide = minimal();
+  wide["train"] = json(std::vector<int>(1000000, 7));
+  CHECK(error_of(wide) == "config: train: expected an object, got [7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,...");
+  json text = minimal();
+  text["train"] = {{std::string(1000, 'k'), std::string(1000000, 'v')}};
+  CHECK(error_of(text) == "config: train." + std::string(1000, 'k') + ": unknown key");
+  text["data"]["val"] = json::array({std::string(100000, 'v')});
+  CHECK(error_of(text) == "config: data.val: expected a string, got [\"" + std::string(55, 'v') + "...");
+
+  // The file and --set refuse depths no key has, before building them.
+  TempDir dir;
+  const std::string nested = dir.write("deep.json", "{\"model\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  CHECK_THROWS_WITH_AS(zt::load_config(nested),
+                       ("config: '" + nested + "': arrays or objects nest more than 32 deep (no key nests more than 4)").c_str(),
+                       ConfigError);
+  const std::string ok = dir.write("ok.json", "{\"data\": {\"train\": \"a\"}, \"model\": " + std::string(31, '[') +
+                                                  std::string(31, ']') + "}");
+  CHECK_THROWS_WITH_AS(zt::load_config(ok), doctest::Contains("config: model: expected an object, got [[[["), ConfigError);
+  json k = minimal();
+  CHECK_THROWS_WITH_AS(zt::apply_override(k, "model=" + std::string(60000, '[') + std::string(60000, ']')),
+                       "config: --set model: the value's arrays or objects nest more than 32 deep (no key nests more than 4)",
+                       ConfigError);
+  zt::apply_override(k, "optimizer.params.betas=[0.8, 0.9]");
+}

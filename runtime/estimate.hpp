@@ -59,7 +59,7 @@ struct MemoryEstimate {
 
 // Per-rank peaks of a step for every stage, with `cfg`'s model, batch and zero_optimization
 // settings (its zero_optimization.stage is ignored: all four are estimated). Reads no data; with
-// model.init_from, the checkpoint's header. ConfigError for settings the run would reject.
+// model.init_from, the checkpoint's dimensions. ConfigError for settings the run would reject.
 MemoryEstimate estimate_memory(const Config& cfg, int world_size);
 
 // One row per stage, a column per category, the total and DeepSpeed's number, with a header

@@ -18,13 +18,14 @@
 #include "runtime/checkpoint.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/schedule.hpp"
+#include "runtime/weights.hpp"
 
 namespace zt {
 
 GPT2Dims resolve_dims(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   if (!m.init_from) return m.dims;
-  const GPT2Dims d = read_llmc_header(*m.init_from);
+  const GPT2Dims d = weights_dims(*m.init_from);
   for (const auto& [key, field] : kGPT2DimFields)
     for (const std::string& g : m.given)
       if (g == key && m.dims.*field != d.*field)
@@ -84,7 +85,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     engine_->set_trace(trace_.get());
   }
   if (cfg_.model.init_from)
-    engine_->write_full_params([&] { load_llmc_checkpoint(*cfg_.model.init_from, *model_); });
+    engine_->write_full_params([&] { load_weights(*cfg_.model.init_from, *model_); });
   else
     engine_->init_params(cfg_.train.seed);
 

@@ -33,8 +33,8 @@ struct StepStats {
   MemSnapshot mem;       // peaks are this step's
 };
 
-// Dimensions from the config, or from model.init_from's header; with init_from, dimensions the
-// config also gives must agree (ConfigError naming both values).
+// Dimensions from the config, or from model.init_from (runtime/weights.hpp); with init_from,
+// dimensions the config also gives must agree (ConfigError naming both values).
 GPT2Dims resolve_dims(const Config& cfg);
 
 class Trainer {

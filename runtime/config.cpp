@@ -524,8 +524,12 @@ void check_values(Config& c, const Seen& seen) {
     if (given("vocab_size") && m.dims.vocab_size != 256)
       fail("model.vocab_size", "must be 256 for data.format \"bytes\", got " + show(m.dims.vocab_size));
     m.dims.vocab_size = 256;
-    if (!given("padded_vocab_size")) m.dims.padded_vocab_size = 256;
   }
+  // llm.c pads GPT-2's 50257 to 50304, a multiple of 128, for its kernels; a vocabulary given
+  // without its padding is padded the same way (a byte-level 256 stays 256, not 50304: 200x the
+  // head's work).
+  if (!given("padded_vocab_size") && m.dims.vocab_size > 0)
+    m.dims.padded_vocab_size = static_cast<int>(std::min<int64_t>((int64_t{m.dims.vocab_size} + 127) / 128 * 128, INT_MAX));
   for (const auto& [key, field] : kGPT2DimFields) at_least("model." + std::string(key), m.dims.*field, 1);
   if (known("n_embd") && known("n_head") && m.dims.n_embd % m.dims.n_head != 0)
     fail("model.n_embd", show(m.dims.n_embd) + " is not divisible by model.n_head " + show(m.dims.n_head));

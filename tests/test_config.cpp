@@ -475,6 +475,19 @@ TEST_CASE("bytes format fills in the vocabulary") {
         "config: model.padded_vocab_size: 128 must be >= model.vocab_size 256");
 }
 
+TEST_CASE("padded_vocab_size defaults to vocab_size rounded up to a multiple of 128, as llm.c pads it") {
+  CHECK(zt::parse_config(minimal()).model.dims.padded_vocab_size == 50304);
+  CHECK(zt::parse_config(with({"model.vocab_size=256"})).model.dims.padded_vocab_size == 256);
+  CHECK(zt::parse_config(with({"model.vocab_size=50257"})).model.dims.padded_vocab_size == 50304);
+  CHECK(zt::parse_config(with({"model.vocab_size=1000"})).model.dims.padded_vocab_size == 1024);
+  CHECK(zt::parse_config(with({"model.vocab_size=2147483647"})).model.dims.padded_vocab_size == 2147483647);
+  CHECK(zt::parse_config(with({"model.vocab_size=256", "model.padded_vocab_size=50304"})).model.dims.padded_vocab_size == 50304);
+  const Config c = zt::parse_config(with({"model.vocab_size=300"}));
+  CHECK(c.model.given == std::vector<std::string>{"vocab_size"});  // filled in, not given
+  CHECK(error_of({"model.vocab_size=256", "model.padded_vocab_size=200"}) ==
+        "config: model.padded_vocab_size: 200 must be >= model.vocab_size 256");
+}
+
 TEST_CASE("schedulers") {
   const Config w = zt::parse_config(with({"scheduler.type=WarmupLR", "scheduler.params.warmup_min_lr=0",
                                           "scheduler.params.warmup_max_lr=0.001", "scheduler.params.warmup_num_steps=100",

@@ -100,6 +100,12 @@ int64_t gpt2_num_params(const GPT2Dims& d) {
   return int64_t{d.padded_vocab_size} * C + int64_t{d.max_seq_len} * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
+double gpt2_num_params_f64(const GPT2Dims& d) {
+  const double C = d.n_embd;
+  return (static_cast<double>(d.padded_vocab_size) + d.max_seq_len) * C + static_cast<double>(d.n_layer) * (12 * C * C + 13 * C) +
+         2 * C;
+}
+
 double gpt2_flops_per_token(const GPT2Dims& d, int T) {
   return 6.0 * static_cast<double>(gpt2_num_params(d)) + 6.0 * d.n_layer * d.n_embd * static_cast<double>(T);
 }

@@ -126,7 +126,14 @@ class OrderedLoader : public DataLoader {
  public:
   void next(int32_t* inputs, int32_t* targets) override {
     const int64_t g = perm_.empty() ? slice_ : perm_[size_t(slice_)];
-    read(size_t(order_[size_t(visit_)]), g * geo_.global() + geo_.rank * geo_.local(), buf_);
+    const auto shard = size_t(order_[size_t(visit_)]);
+    const int64_t pos = g * geo_.global() + geo_.rank * geo_.local();
+    read(shard, pos, buf_);
+    if (limit_ < vocab_)
+      for (size_t i = 0; i < buf_.size(); ++i)
+        if (buf_[i] >= limit_)
+          fail(where(shard, pos + int64_t(i)) + " is " + std::to_string(buf_[i]) +
+               ", outside the model's vocabulary [0, " + std::to_string(limit_) + ") (model.vocab_size)");
     std::copy_n(buf_.begin(), geo_.local(), inputs);
     std::copy_n(buf_.begin() + 1, geo_.local(), targets);
     advance();
@@ -136,6 +143,7 @@ class OrderedLoader : public DataLoader {
     for (int64_t i = 0; i < batches; ++i) advance();
   }
   int vocab_limit() const override { return vocab_; }
+  void limit_tokens(int vocab_size) override { limit_ = vocab_size; }
   int64_t num_tokens() const override {
     return std::accumulate(counts_.begin(), counts_.end(), int64_t{0});
   }
@@ -154,6 +162,8 @@ class OrderedLoader : public DataLoader {
   }
   // Fills out (B*T+1 tokens) from token position pos of shard.
   virtual void read(size_t shard, int64_t pos, std::vector<int32_t>& out) = 0;
+  // The token at position pos of shard, for messages: "<file>: token <pos> ...".
+  virtual std::string where(size_t shard, int64_t pos) const = 0;
 
  private:
   // Global slices read from a shard of `count` tokens: slice g holds tokens [g*N*B*T, (g+1)*N*B*T]
@@ -195,6 +205,7 @@ class OrderedLoader : public DataLoader {
   bool shuffle_;
   uint64_t seed_;
   int vocab_;
+  int limit_ = vocab_;  // tokens from here up are refused (limit_tokens)
   std::vector<int32_t> buf_;
   std::mt19937_64 rng_;
   int64_t epoch_ = 0;
@@ -260,6 +271,9 @@ class LlmcLoader final : public OrderedLoader {
     bytes_.resize(2 * out.size());
     pread_all(s.fd, s.path, bytes_.data(), bytes_.size(), kHeaderBytes + 2 * pos);
     for (size_t i = 0; i < out.size(); ++i) out[i] = bytes_[2 * i] | bytes_[2 * i + 1] << 8;
+  }
+  std::string where(size_t shard, int64_t pos) const override {
+    return shards_[shard].path + ": token " + std::to_string(pos) + " (byte " + std::to_string(kHeaderBytes + 2 * pos) + ")";
   }
 
   std::vector<Shard> shards_;
@@ -341,16 +355,18 @@ std::vector<uint8_t> read_stream(const std::string& list) {
 
 class BytesLoader final : public OrderedLoader {
  public:
-  BytesLoader(std::vector<uint8_t> stream, Geometry geo, bool shuffle, uint64_t seed)
+  BytesLoader(std::vector<uint8_t> stream, std::string list, Geometry geo, bool shuffle, uint64_t seed)
       : OrderedLoader({int64_t(stream.size())}, geo, shuffle, seed, 256),
-        stream_(std::move(stream)) {}
+        stream_(std::move(stream)), list_(std::move(list)) {}
 
  private:
   void read(size_t, int64_t pos, std::vector<int32_t>& out) override {
     std::copy_n(stream_.begin() + pos, out.size(), out.begin());
   }
+  std::string where(size_t, int64_t pos) const override { return "'" + list_ + "': byte " + std::to_string(pos); }
 
   std::vector<uint8_t> stream_;
+  std::string list_;  // the files, folders and globs the stream was read from (their bytes, in order)
 };
 
 std::unique_ptr<DataLoader> make_bytes(const DataConfig& cfg, Split split, const Geometry& geo,
@@ -371,7 +387,7 @@ std::unique_ptr<DataLoader> make_bytes(const DataConfig& cfg, Split split, const
     fail(std::string(split == Split::val ? "val" : "train") + " split of '" + list + "' has " +
          std::to_string(stream.size()) + " tokens, too small for one global batch (" +
          geo.need_text() + ")");
-  return std::make_unique<BytesLoader>(std::move(stream), geo, shuffle, seed);
+  return std::make_unique<BytesLoader>(std::move(stream), list, geo, shuffle, seed);
 }
 
 }  // namespace

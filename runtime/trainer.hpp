@@ -47,7 +47,9 @@ class Trainer {
   Trainer(const Config& cfg, Communicator& comm);
 
   StepStats step();
-  double validate();  // mean loss over data.val_batches validation batches (no gradients)
+  // Mean loss over train.val_batches validation batches (no gradients), at most the batches the
+  // validation data holds.
+  double validate();
   // Collective: a checkpoint of this point into checkpoint.dir ([Note: checkpoint layout]);
   // returns the seconds it took. A Trainer built with train.resume starts from one.
   double save();
@@ -86,6 +88,7 @@ class Trainer {
   int steps_done_ = 0;
   int updates_done_ = 0;  // steps not skipped: AdamW's t and the LR schedule's position
   std::string resumed_;  // "resumed from DIR at step K (S s)", for the log
+  std::string val_note_;  // why train.val_batches was lowered, for the log
   int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
   LossScaler scaler_;
   Tensor inputs_, targets_;

@@ -100,4 +100,18 @@ losses() { grep -o '"grad_norm":[^,]*,"loss":[^,]*' "$1"; }
   fail "--init-from a checkpoint folder trains otherwise than from the same weights in llm.c's format: $(cat "$dir/init_ck.bin.jsonl" "$dir/init_ck.jsonl")"
 expect 1 "disagrees with 1 in the checkpoint '$dir/ck'" -- "$ztrain" train --config "$dir/c.json" --init-from "$dir/ck" --set model.n_layer=2
 
+# More validation batches than the data holds: validation covers it once and says so, rather than
+# wrapping around and counting some batches twice.
+"$ztrain" train --config "$dir/c.json" --steps 2 --set train.val_batches=100000 --metrics "$dir/vb_all.jsonl" \
+  > "$dir/vb.out" 2>&1 || fail "train.val_batches 100000 failed: $(cat "$dir/vb.out")"
+held=$(sed -n 's/.*is more than the \([0-9]*\) batches the validation data holds.*/\1/p' "$dir/vb.out")
+if [ -z "$held" ]; then
+  fail "train.val_batches beyond the validation data gave no warning: $(cat "$dir/vb.out")"
+else
+  "$ztrain" train --config "$dir/c.json" --steps 2 --set train.val_batches="$held" --metrics "$dir/vb_held.jsonl" \
+    > "$dir/vb.out" 2>&1 || fail "train.val_batches $held failed: $(cat "$dir/vb.out")"
+  [ "$(grep val_loss "$dir/vb_all.jsonl")" = "$(grep val_loss "$dir/vb_held.jsonl")" ] ||
+    fail "train.val_batches 100000 validates otherwise than the $held batches the data holds"
+fi
+
 finish "all CLI checks passed"

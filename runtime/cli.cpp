@@ -15,6 +15,7 @@
 #include "runtime/estimate.hpp"
 #include "runtime/export.hpp"
 #include "runtime/sample.hpp"
+#include "runtime/signals.hpp"
 #include "runtime/trainer.hpp"
 #include "runtime/weights.hpp"
 
@@ -151,8 +152,11 @@ int cli_main(int argc, char** argv) {
     std::cout << "ztrain 0.1.0\n";
     return 0;
   }
+  std::unique_ptr<SignalGuard> signals;
   std::unique_ptr<ProcessGroup> pg;
   try {
+    // [Note: ending on a signal]: before MPI and OpenMP start threads, which inherit the mask.
+    signals = std::make_unique<SignalGuard>();
     pg = ProcessGroup::start(&argc, &argv);
   } catch (const std::exception& e) {
     std::cerr << "ztrain: error: " << e.what() << std::endl;

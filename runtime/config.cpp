@@ -601,10 +601,16 @@ std::string read_file(const std::string& path) {
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   auto cannot_read = [&](int err) { return ConfigError("config: cannot read '" + path + "': " + std::strerror(err)); };
   if (!f) throw cannot_read(errno);
+  // A config is a few KiB; a cap keeps /dev/zero or a mistaken data file from being read whole.
+  constexpr size_t kMaxBytes = size_t{16} << 20;
   std::string text;
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) text.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxBytes)
+      throw ConfigError("config: '" + path + "' is larger than 16 MiB, which no config is (a config file is a few KiB)");
+  }
   if (std::ferror(f.get())) throw cannot_read(errno);
   return text;
 }

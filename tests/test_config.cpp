@@ -654,6 +654,10 @@ TEST_CASE("values nested deep or huge") {
   text["data"]["val"] = json::array({std::string(100000, 'v')});
   CHECK(error_of(text) == "config: data.val: expected a string, got [\"" + std::string(55, 'v') + "...");
 
+  // A file that never ends (or a data file given by mistake) is not read whole.
+  CHECK_THROWS_WITH_AS(zt::load_config("/dev/zero"),
+                       "config: '/dev/zero' is larger than 16 MiB, which no config is (a config file is a few KiB)", ConfigError);
+
   // The file and --set refuse depths no key has, before building them.
   TempDir dir;
   const std::string nested = dir.write("deep.json", "{\"model\": " + std::string(100000, '[') + std::string(100000, ']') + "}");

@@ -8,9 +8,6 @@
 set -u
 mpirun=$1 ztrain=$2
 . "$(dirname "$0")/common.sh"
-# Job control: background runs get process groups of their own and keep SIGINT, as a run started
-# from a terminal does (a script's background commands otherwise ignore it).
-set -m
 mp=("$mpirun" --allow-run-as-root --oversubscribe --bind-to none)
 nv="$dir/nvme"
 mkdir -p "$nv"
@@ -23,14 +20,16 @@ cat > "$dir/c.json" <<JSON
                        "offload_param": {"device": "nvme", "nvme_path": "$nv", "max_in_cpu": 0}}}
 JSON
 
-# start NAME NP [args]: a run in the background ($pid), on NP ranks under mpirun (1: no mpirun).
+# start NAME NP [args]: a run in the background ($pid), on NP ranks under mpirun (1: no mpirun),
+# with SIGINT's default action, as a run started from a terminal has it (a script's background
+# commands otherwise ignore it).
 start() {
   local name=$1 np=$2
   shift 2
   if [ "$np" -eq 1 ]; then
-    "$ztrain" train --config "$dir/c.json" "$@" > "$dir/$name.out" 2>&1 &
+    env --default-signal=INT "$ztrain" train --config "$dir/c.json" "$@" > "$dir/$name.out" 2>&1 &
   else
-    "${mp[@]}" -np "$np" "$ztrain" train --config "$dir/c.json" "$@" > "$dir/$name.out" 2>&1 &
+    env --default-signal=INT "${mp[@]}" -np "$np" "$ztrain" train --config "$dir/c.json" "$@" > "$dir/$name.out" 2>&1 &
   fi
   pid=$!
 }
@@ -45,7 +44,7 @@ ended() {
   done
   if kill -0 "$pid" 2> /dev/null; then
     fail "$name: still running 30 s after the signal: $(tail -n 3 "$dir/$name.out")"
-    kill -9 -- -"$pid" 2> /dev/null
+    kill -9 "$pid" 2> /dev/null
   fi
   wait "$pid"
   status=$?

@@ -89,7 +89,7 @@ stop term_np2 2 TERM '!0' "\[rank 0\] ztrain: stopped by SIGTERM; its offload sw
 # Saving every step, stopped at several moments after the first saves: `latest` names a complete
 # checkpoint (meta.json and every rank file), which resumes, with offload, and leaves no swap file.
 ck="$dir/ck"
-for delay in 0 0.05 0.2 0.35; do
+for delay in 0 0.2; do
   for np in 1 2; do
     name="ckpt_np${np}_$delay"
     rm -rf "$ck"

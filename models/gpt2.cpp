@@ -100,6 +100,17 @@ int64_t gpt2_num_params(const GPT2Dims& d) {
   return int64_t{d.padded_vocab_size} * C + int64_t{d.max_seq_len} * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
+int64_t gpt2_deepspeed_largest_layer(const GPT2Dims& d) {
+  const int64_t C = d.n_embd;
+  return std::max({int64_t{d.padded_vocab_size} * C, int64_t{d.max_seq_len} * C, 4 * C * C + 4 * C});
+}
+
+double gpt2_num_params_f64(const GPT2Dims& d) {
+  const double C = d.n_embd;
+  return (static_cast<double>(d.padded_vocab_size) + d.max_seq_len) * C + static_cast<double>(d.n_layer) * (12 * C * C + 13 * C) +
+         2 * C;
+}
+
 double gpt2_flops_per_token(const GPT2Dims& d, int T) {
   return 6.0 * static_cast<double>(gpt2_num_params(d)) + 6.0 * d.n_layer * d.n_embd * static_cast<double>(T);
 }

@@ -49,6 +49,13 @@ int gpt2_wte_units(const GPT2Dims& d);
 // wte_units: K of [Note: the tied embedding's units]; 0 picks gpt2_wte_units.
 std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d, int wte_units = 0);
 int64_t gpt2_num_params(const GPT2Dims& d);
+// The same count in floating point, for dimensions whose int64 count would overflow (a header's,
+// a config's) before they are refused.
+double gpt2_num_params_f64(const GPT2Dims& d);
+// DeepSpeed's "largest layer" of GPT-2 (model_to_params in deepspeed/runtime/zero/stage3.py): the
+// most parameters one torch module holds itself, among the token embedding (Vp x C), the position
+// embedding (maxT x C), c_attn (3C x C + 3C), c_fc (4C x C + 4C), the projections and layernorms.
+int64_t gpt2_deepspeed_largest_layer(const GPT2Dims& d);
 // Training FLOPs per token, llm.c's count: 6 per parameter plus 6*L*C*T for attention.
 double gpt2_flops_per_token(const GPT2Dims& d, int T);
 

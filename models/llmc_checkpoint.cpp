@@ -58,8 +58,7 @@ GPT2Dims read_llmc_header(const std::string& path) {
       d.padded_vocab_size < d.vocab_size || d.n_embd % d.n_head)
     throw file_error(path, "impossible dimensions in header: " + dims_str(d));
   // Counted in floating point first: the int64 count of absurd dimensions would overflow.
-  const double C = d.n_embd, params = (static_cast<double>(d.padded_vocab_size) + d.max_seq_len) * C +
-                                      static_cast<double>(d.n_layer) * (12 * C * C + 13 * C) + 2 * C;
+  const double params = gpt2_num_params_f64(d);
   if (params > 1e13) {
     char n[32];
     std::snprintf(n, sizeof n, "%.3g", params);

@@ -1,6 +1,7 @@
 #include "offload/swap_store.hpp"
 
 #include "offload/checksum.hpp"
+#include "offload/scratch_paths.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -112,15 +113,16 @@ class NvmeStore final : public SwapStore {
     if (::access(root.c_str(), W_OK | X_OK) != 0)
       throw IoError("offload: nvme_path '" + root + "' is not writable: " + std::strerror(errno));
     // The folders below root, one by one; removed at the end where empty (another store of the
-    // run may still have its file there).
+    // run may still have its file there), and so is the file: [Note: scratch paths].
     fs::path at = root;
     for (const fs::path& part : fs::path(dir)) {
       at /= part;
+      scratch_.add(at.string());
       if (::mkdir(at.c_str(), 0755) != 0 && errno != EEXIST)
         throw IoError("offload: cannot create '" + at.string() + "': " + std::strerror(errno));
-      made_.push_back(at);
     }
     path_ = (at / file_name).string();
+    scratch_.add(path_);
     // A write past a file-size limit (RLIMIT_FSIZE) must fail with EFBIG, as a full disk fails
     // with ENOSPC, rather than kill the process with SIGXFSZ.
     std::signal(SIGXFSZ, SIG_IGN);
@@ -128,11 +130,7 @@ class NvmeStore final : public SwapStore {
     file_.truncate(0);
   }
 
-  ~NvmeStore() override {
-    file_ = IoFile();
-    ::unlink(path_.c_str());
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());  // fails harmlessly unless empty
-  }
+  ~NvmeStore() override { file_ = IoFile(); }  // then scratch_ removes the file and its folders
 
   void* resident(size_t) override { return nullptr; }
 
@@ -168,9 +166,9 @@ class NvmeStore final : public SwapStore {
   }
 
   IoEngine& engine_;
+  ScratchPaths scratch_;  // the folders below root and the file, removed after the file is closed
   std::string path_;
   IoFile file_;
-  std::vector<std::filesystem::path> made_;
   std::vector<uint64_t> sums_;
   std::vector<char> written_;
 };

@@ -1,5 +1,6 @@
 #include "runtime/cli.hpp"
 
+#include <climits>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -9,11 +10,14 @@
 
 #include "comm/process_group.hpp"
 #include "models/gpt2.hpp"
+#include "runtime/cli_flags.hpp"
 #include "runtime/config.hpp"
 #include "runtime/estimate.hpp"
 #include "runtime/export.hpp"
 #include "runtime/sample.hpp"
+#include "runtime/signals.hpp"
 #include "runtime/trainer.hpp"
+#include "runtime/weights.hpp"
 
 namespace zt {
 
@@ -27,37 +31,6 @@ constexpr const char* kUsage = R"(usage:
   ztrain export --checkpoint DIR --format safetensors|llmc --out PATH
   ztrain --help | --version
 )";
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Flags of the form --name VALUE, in order; repeated flags are kept (--set).
-std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv, int first,
-                                                             const std::vector<std::string>& known) {
-  std::vector<std::pair<std::string, std::string>> flags;
-  for (int i = first; i < argc; ++i) {
-    const std::string a = argv[i];
-    bool ok = false;
-    for (const std::string& k : known) ok = ok || a == k;
-    if (!ok) throw UsageError("unknown argument '" + a + "'");
-    if (i + 1 >= argc) throw UsageError(a + " needs a value");
-    flags.emplace_back(a, argv[++i]);
-  }
-  return flags;
-}
-
-long parse_int(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  long x = 0;
-  try {
-    x = std::stol(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || v.empty()) throw UsageError(flag + " expects an integer, got '" + v + "'");
-  return x;
-}
 
 int cmd_train(int argc, char** argv, ProcessGroup& pg) {
   // The shortcut flags are spelled as the --set they stand for, applied in command-line order.
@@ -83,8 +56,10 @@ int cmd_train(int argc, char** argv, ProcessGroup& pg) {
     } else if (flag == "--set") {
       overrides.push_back(value);
     } else {
-      const bool numeric = flag == "--steps" || flag == "--seed";
-      const std::string v = numeric ? std::to_string(parse_int(flag, value)) : nlohmann::json(value).dump();
+      // Checked here, so that a bad number is a usage error naming the flag, not the key.
+      const std::string v = flag == "--steps"  ? std::to_string(int_flag(flag, value, 1, INT_MAX))
+                            : flag == "--seed" ? std::to_string(seed_flag(flag, value))
+                                               : nlohmann::json(value).dump();
       overrides.push_back(shortcut.at(flag) + "=" + v);
     }
   }
@@ -103,30 +78,30 @@ int cmd_sample(int argc, char** argv) {
   for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--prompt", "--tokens", "--top-k", "--temperature", "--seed"})) {
     if (flag == "--checkpoint") checkpoint = value;
     else if (flag == "--prompt") prompt = value;
-    else if (flag == "--tokens") opt.tokens = static_cast<int>(parse_int(flag, value));
-    else if (flag == "--top-k") opt.top_k = static_cast<int>(parse_int(flag, value));
-    else if (flag == "--seed") opt.seed = static_cast<uint64_t>(parse_int(flag, value));
-    else opt.temperature = std::stof(value);
+    else if (flag == "--tokens") opt.tokens = static_cast<int>(int_flag(flag, value, 0, INT_MAX));
+    else if (flag == "--top-k") opt.top_k = static_cast<int>(int_flag(flag, value, 1, INT_MAX));
+    else if (flag == "--seed") opt.seed = seed_flag(flag, value);
+    else opt.temperature = static_cast<float>(number_flag(flag, value, 0.0));
   }
   if (checkpoint.empty()) throw UsageError("sample needs --checkpoint PATH");
-  if (opt.tokens < 0 || opt.top_k < 1) throw UsageError("--tokens must be >= 0 and --top-k >= 1");
-  GPT2 model(read_llmc_header(checkpoint));
+  GPT2 model(weights_dims(checkpoint));
+  if (model.dims().vocab_size != 256)
+    throw std::runtime_error("sample: '" + checkpoint + "' has a vocabulary of " + std::to_string(model.dims().vocab_size) +
+                             " tokens; only byte-level models (256) can be prompted with text");
   std::vector<Tensor> buffers;
   for (int u = 0; u < model.num_units(); ++u) {
     buffers.push_back(Tensor::empty({model.layout()[u].numel}, DType::f32, MemCategory::parameters));
     model.bind_unit(u, buffers.back(), Tensor());
   }
-  load_llmc_checkpoint(checkpoint, model);
-  if (model.dims().vocab_size != 256)
-    throw std::runtime_error("sample: '" + checkpoint + "' has a vocabulary of " + std::to_string(model.dims().vocab_size) +
-                             " tokens; only byte-level models (256) can be prompted with text");
+  load_weights(checkpoint, model);
   if (prompt.empty()) prompt = "\n";
   std::vector<int32_t> ids(prompt.begin(), prompt.end());
   for (int32_t& id : ids) id &= 0xff;  // bytes, not chars: a signed char would give negative ids
-  const std::vector<int32_t> out = generate(model, ids, opt);
-  std::string text(prompt);
-  for (int32_t t : out) text.push_back(static_cast<char>(t));
-  std::cout << text << std::endl;
+  // Each token is printed as it comes: a long sample shows its progress, and an interrupted one
+  // keeps what it printed.
+  std::cout << prompt << std::flush;
+  generate(model, ids, opt, [](int32_t t) { std::cout << static_cast<char>(t) << std::flush; });
+  std::cout << std::endl;
   return 0;
 }
 
@@ -154,11 +129,10 @@ int cmd_estimate(int argc, char** argv) {
   for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--world-size", "--format"})) {
     if (flag == "--config") config = value;
     else if (flag == "--set") overrides.push_back(value);
-    else if (flag == "--world-size") world = parse_int(flag, value);
+    else if (flag == "--world-size") world = int_flag(flag, value, 1, 1 << 24);
     else format = value;
   }
   if (config.empty()) throw UsageError("estimate needs --config FILE");
-  if (world < 1 || world > (1 << 24)) throw UsageError("--world-size must be in [1, 16777216]");
   if (format != "table" && format != "json") throw UsageError("--format must be table or json, got '" + format + "'");
   const Config cfg = load_config(config, overrides);
   const MemoryEstimate e = estimate_memory(cfg, static_cast<int>(world));
@@ -178,8 +152,11 @@ int cli_main(int argc, char** argv) {
     std::cout << "ztrain 0.1.0\n";
     return 0;
   }
+  std::unique_ptr<SignalGuard> signals;
   std::unique_ptr<ProcessGroup> pg;
   try {
+    // [Note: ending on a signal]: before MPI and OpenMP start threads, which inherit the mask.
+    signals = std::make_unique<SignalGuard>();
     pg = ProcessGroup::start(&argc, &argv);
   } catch (const std::exception& e) {
     std::cerr << "ztrain: error: " << e.what() << std::endl;

@@ -43,11 +43,48 @@ constexpr int kMaxThreads = 1024;
   throw ConfigError("config: " + path + ": " + what);
 }
 
+// Appends v as compact JSON to out, stopping soon after out holds more than `limit` characters:
+// a value of millions of elements costs no more than what is shown, and since every level of
+// nesting adds a character the recursion ends within `limit` levels, however deep the value.
+void dump_prefix(const json& v, std::string& out, size_t limit) {
+  // Strings (and keys) are cut before they are escaped; a cut inside a UTF-8 sequence is replaced.
+  auto quoted = [&](const std::string& s) {
+    out += json(s.substr(0, limit)).dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  if (v.is_object() || v.is_array()) {
+    out += v.is_object() ? '{' : '[';
+    for (auto it = v.begin(); it != v.end() && out.size() <= limit; ++it) {
+      if (it != v.begin()) out += ',';
+      if (v.is_object()) {
+        quoted(it.key());
+        out += ':';
+      }
+      dump_prefix(*it, out, limit);
+    }
+    out += v.is_object() ? '}' : ']';
+  } else if (v.is_string()) {
+    quoted(v.get_ref<const std::string&>());
+  } else {
+    out += v.dump();
+  }
+}
+
 // Values are echoed as JSON, so a string shows its quotes; huge ones are cut to keep one line.
 std::string show(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  constexpr size_t kShown = 60;
+  std::string s;
+  dump_prefix(v, s, kShown);
+  return s.size() > kShown ? s.substr(0, kShown - 3) + "..." : s;
 }
+
+// No key of ztrain's or DeepSpeed's nests deeper than 4 (optimizer.params.betas[0]); values are
+// refused well before a depth that would cost real time or stack anywhere they are walked. For
+// nlohmann's parse callback, whose depth counts the containers already open.
+constexpr int kMaxDepth = 32;
+bool opens_too_deep(int depth, json::parse_event_t event) {
+  return (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth >= kMaxDepth;
+}
+const std::string kTooDeep = "arrays or objects nest more than " + std::to_string(kMaxDepth) + " deep (no key nests more than 4)";
 
 // In constraint messages "0" reads better than JSON's "0.0"; type errors keep show() so a float
 // given for an integer is visible.
@@ -492,8 +529,12 @@ void check_values(Config& c, const Seen& seen) {
     if (given("vocab_size") && m.dims.vocab_size != 256)
       fail("model.vocab_size", "must be 256 for data.format \"bytes\", got " + show(m.dims.vocab_size));
     m.dims.vocab_size = 256;
-    if (!given("padded_vocab_size")) m.dims.padded_vocab_size = 256;
   }
+  // llm.c pads GPT-2's 50257 to 50304, a multiple of 128, for its kernels; a vocabulary given
+  // without its padding is padded the same way (a byte-level 256 stays 256, not 50304: 200x the
+  // head's work).
+  if (!given("padded_vocab_size") && m.dims.vocab_size > 0)
+    m.dims.padded_vocab_size = static_cast<int>(std::min<int64_t>((int64_t{m.dims.vocab_size} + 127) / 128 * 128, INT_MAX));
   for (const auto& [key, field] : kGPT2DimFields) at_least("model." + std::string(key), m.dims.*field, 1);
   if (known("n_embd") && known("n_head") && m.dims.n_embd % m.dims.n_head != 0)
     fail("model.n_embd", show(m.dims.n_embd) + " is not divisible by model.n_head " + show(m.dims.n_head));
@@ -575,10 +616,16 @@ std::string read_file(const std::string& path) {
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   auto cannot_read = [&](int err) { return ConfigError("config: cannot read '" + path + "': " + std::strerror(err)); };
   if (!f) throw cannot_read(errno);
+  // A config is a few KiB; a cap keeps /dev/zero or a mistaken data file from being read whole.
+  constexpr size_t kMaxBytes = size_t{16} << 20;
   std::string text;
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) text.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxBytes)
+      throw ConfigError("config: '" + path + "' is larger than 16 MiB, which no config is (a config file is a few KiB)");
+  }
   if (std::ferror(f.get())) throw cannot_read(errno);
   return text;
 }
@@ -588,8 +635,11 @@ std::string read_file(const std::string& path) {
 // array elements are left out of the path.
 class DuplicateKeyCheck {
  public:
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+  explicit DuplicateKeyCheck(std::string file) : file_(std::move(file)) {}
+
+  bool operator()(int depth, json::parse_event_t event, json& parsed) {
     using E = json::parse_event_t;
+    if (opens_too_deep(depth, event)) throw ConfigError("config: '" + file_ + "': " + kTooDeep);
     if (event == E::object_start || event == E::array_start) stack_.emplace_back();
     if (event == E::object_end || event == E::array_end) stack_.pop_back();
     if (event == E::key) {
@@ -606,6 +656,7 @@ class DuplicateKeyCheck {
   }
 
  private:
+  std::string file_;
   std::vector<std::pair<std::set<std::string>, std::string>> stack_;  // per open object: keys so far, current key
 };
 
@@ -627,7 +678,11 @@ void apply_override(json& j, const std::string& assignment) {
     fail("--set '" + assignment + "'", "expected dotted.key=value");
 
   const std::string text = assignment.substr(eq + 1);
-  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto bounded = [&](int depth, json::parse_event_t event, json&) {
+    if (opens_too_deep(depth, event)) fail("--set " + assignment.substr(0, eq), "the value's " + kTooDeep);
+    return true;
+  };
+  json value = json::parse(text, bounded, /*allow_exceptions=*/false);
   if (value.is_discarded()) value = text;  // so --set data.train=a.bin needs no JSON quotes
 
   if (j.is_null()) j = json::object();
@@ -677,7 +732,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   const std::string text = read_file(path);
   json j;
   try {
-    j = json::parse(text, DuplicateKeyCheck{});
+    j = json::parse(text, DuplicateKeyCheck(path));
   } catch (const json::exception& e) {
     // A syntax error, or a number too large for a double (out_of_range 406, found by fuzzing).
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; the rest has line and column.

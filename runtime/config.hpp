@@ -26,7 +26,7 @@ class ConfigError : public std::runtime_error {
 struct ModelConfig {
   std::string arch = "gpt2";
   GPT2Dims dims;
-  std::optional<std::string> init_from;  // llm.c checkpoint; its header gives the dimensions
+  std::optional<std::string> init_from;  // llm.c checkpoint or ztrain checkpoint folder; gives the dimensions
   int wte_units = 0;  // units the tied embedding is cut into (models/gpt2.hpp); 0: automatic
   // Which of the dimension keys the file (or --set) gave explicitly: with init_from these must
   // agree with the checkpoint, the others are taken from it.

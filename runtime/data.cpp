@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <numeric>
-#include <optional>
 #include <random>
 #include <set>
 #include <utility>
@@ -128,7 +128,14 @@ class OrderedLoader : public DataLoader {
  public:
   void next(int32_t* inputs, int32_t* targets) override {
     const int64_t g = perm_.empty() ? slice_ : perm_[size_t(slice_)];
-    read(size_t(order_[size_t(visit_)]), g * geo_.global() + geo_.rank * geo_.local(), buf_);
+    const auto shard = size_t(order_[size_t(visit_)]);
+    const int64_t pos = g * geo_.global() + geo_.rank * geo_.local();
+    read(shard, pos, buf_);
+    if (limit_ < vocab_)
+      for (size_t i = 0; i < buf_.size(); ++i)
+        if (buf_[i] >= limit_)
+          fail(where(shard, pos + int64_t(i)) + " is " + std::to_string(buf_[i]) +
+               ", outside the model's vocabulary [0, " + std::to_string(limit_) + ") (model.vocab_size)");
     std::copy_n(buf_.begin(), geo_.local(), inputs);
     std::copy_n(buf_.begin() + 1, geo_.local(), targets);
     advance();
@@ -138,6 +145,7 @@ class OrderedLoader : public DataLoader {
     for (int64_t i = 0; i < batches; ++i) advance();
   }
   int vocab_limit() const override { return vocab_; }
+  void limit_tokens(int vocab_size) override { limit_ = vocab_size; }
   int64_t num_tokens() const override {
     return std::accumulate(counts_.begin(), counts_.end(), int64_t{0});
   }
@@ -156,6 +164,8 @@ class OrderedLoader : public DataLoader {
   }
   // Fills out (B*T+1 tokens) from token position pos of shard.
   virtual void read(size_t shard, int64_t pos, std::vector<int32_t>& out) = 0;
+  // The token at position pos of shard, for messages: "<file>: token <pos> ...".
+  virtual std::string where(size_t shard, int64_t pos) const = 0;
 
  private:
   // Global slices read from a shard of `count` tokens: slice g holds tokens [g*N*B*T, (g+1)*N*B*T]
@@ -197,6 +207,7 @@ class OrderedLoader : public DataLoader {
   bool shuffle_;
   uint64_t seed_;
   int vocab_;
+  int limit_ = vocab_;  // tokens from here up are refused (limit_tokens)
   std::vector<int32_t> buf_;
   std::mt19937_64 rng_;
   int64_t epoch_ = 0;
@@ -262,6 +273,9 @@ class LlmcLoader final : public OrderedLoader {
     bytes_.resize(2 * out.size());
     pread_all(s.fd, s.path, bytes_.data(), bytes_.size(), kHeaderBytes + 2 * pos);
     for (size_t i = 0; i < out.size(); ++i) out[i] = bytes_[2 * i] | bytes_[2 * i + 1] << 8;
+  }
+  std::string where(size_t shard, int64_t pos) const override {
+    return shards_[shard].path + ": token " + std::to_string(pos) + " (byte " + std::to_string(kHeaderBytes + 2 * pos) + ")";
   }
 
   std::vector<Shard> shards_;
@@ -344,17 +358,21 @@ class ByteStream {
   }
   int64_t size() const { return size_; }
 
+  // "'FILE': byte K" for position pos of the stream.
+  std::string where(int64_t pos) const {
+    const File& f = files_[file_of(pos)];
+    return "'" + f.path + "': byte " + std::to_string(pos - f.start);
+  }
+
   // Bytes [pos, pos + n) of the stream into out.
   void read(int64_t pos, int64_t n, uint8_t* out) {
-    // The file holding pos: the last whose start is <= pos.
-    auto it = std::upper_bound(files_.begin(), files_.end(), pos, [](int64_t p, const File& f) { return p < f.start; });
-    for (size_t i = size_t(it - files_.begin()) - 1; n > 0; ++i) {
+    for (size_t i = file_of(pos); n > 0; ++i) {
       if (i >= files_.size()) fail("'" + files_.back().path + "' ended before byte " + std::to_string(pos));
       const int64_t end = i + 1 < files_.size() ? files_[i + 1].start : size_;
       const int64_t m = std::min(n, end - pos);
       if (open_ != i) {  // batches read on in the same file, mostly: keep the last one open
         fd_.reset();
-        fd_.emplace(open_read(files_[i].path));
+        fd_ = std::make_unique<Fd>(open_read(files_[i].path));
         open_ = i;
       }
       pread_all(*fd_, files_[i].path, out, size_t(m), pos - files_[i].start);
@@ -367,10 +385,16 @@ class ByteStream {
     std::string path;
     int64_t start;  // its first byte's position in the stream
   };
+  // The file holding pos: the last whose start is <= pos.
+  size_t file_of(int64_t pos) const {
+    auto it = std::upper_bound(files_.begin(), files_.end(), pos, [](int64_t p, const File& f) { return p < f.start; });
+    return size_t(it - files_.begin()) - 1;
+  }
+
   std::vector<File> files_;  // non-empty files, in list order
   int64_t size_ = 0;
   size_t open_ = SIZE_MAX;
-  std::optional<Fd> fd_;
+  std::unique_ptr<Fd> fd_;
 };
 
 // Bytes [begin, begin + count) of a stream: the whole of it, or the part a held-out split leaves.
@@ -385,6 +409,7 @@ class BytesLoader final : public OrderedLoader {
     stream_.read(begin_ + pos, int64_t(out.size()), bytes_.data());
     std::copy(bytes_.begin(), bytes_.end(), out.begin());
   }
+  std::string where(size_t, int64_t pos) const override { return stream_.where(begin_ + pos); }
 
   ByteStream stream_;
   int64_t begin_;

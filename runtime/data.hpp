@@ -32,6 +32,9 @@ class DataLoader {
   // Largest token id + 1 the data may hold: 256 for bytes; for llmc shards the tokenizer's
   // vocabulary is not recorded, so 65536.
   virtual int vocab_limit() const = 0;
+  // From here on, a token >= `vocab_size` read is a DataError naming the file and the token's
+  // position in it (the model would reject it with no word of where it came from).
+  virtual void limit_tokens(int vocab_size) = 0;
   virtual int64_t num_tokens() const = 0;  // over all shards / files of this split
   virtual int64_t batches_per_epoch() const = 0;  // for this rank
 };

@@ -471,16 +471,30 @@ StageEstimate estimate_stage(const Config& cfg, const GPT2& model, int stage, in
   return e;
 }
 
-// DeepSpeed's model-states estimate (fp16/bf16 parameters and gradients, fp32 master weights and
-// Adam states, no offload): estimate_zero2_model_states_mem_needs and
-// estimate_zero3_model_states_mem_needs; for stages 0-1, which DeepSpeed has no estimator for,
-// the ZeRO paper's 16P and 4P + 12P/N.
-size_t deepspeed_model_states(int stage, int64_t P, int64_t largest, int N) {
+// [Note: DeepSpeed's estimate] The DeepSpeed column is DeepSpeed's own model-states numbers as
+// deepspeed/runtime/zero/stage_1_and_2.py and stage3.py write them (0.19.8): the GPU memory of
+// estimate_zero2_model_states_mem_needs (2P + int(18P/N); 2P with cpu_offload) and of
+// estimate_zero3_model_states_mem_needs (4L + int(18P/N); with cpu_offload 4L + int(2P/N), or 4L
+// with cpu_offload_params too), for 16-bit parameters and gradients with fp32 master weights and
+// Adam states, P parameters over N GPUs, offload as configured (the optimizer's, cpu or nvme,
+// is DeepSpeed's cpu_offload). L is DeepSpeed's "largest layer" (model_to_params): the most
+// parameters one torch module holds itself, for GPT-2 its token embedding (Vp x C), not a ztrain
+// unit. Stages 0-1, for which DeepSpeed has no estimator, take the ZeRO paper's 16P and 4P + 12P/N.
+// tests/ref/deepspeed_estimate.py holds every figure to DeepSpeed's own functions.
+int64_t deepspeed_model_states(int stage, int64_t P, int64_t largest_layer, int N, const ZeroConfig& z) {
+  // Python's int(a * P / N): the quotient correctly rounded to a double, then truncated; P below
+  // 2^53 / 18 keeps 18P exact as a double.
+  auto share = [&](int64_t a) { return static_cast<int64_t>(static_cast<double>(a * P) / N); };
+  const bool cpu_offload = z.offload_optimizer.enabled(), cpu_offload_params = z.offload_param.enabled();
   switch (stage) {
-    case 0: return static_cast<size_t>(16 * P);
-    case 1: return static_cast<size_t>(4 * P + 12 * P / N);
-    case 2: return static_cast<size_t>(4 * P + 16 * P / N);
-    default: return static_cast<size_t>(4 * largest + 18 * P / N);
+    case 0: return 16 * P;
+    case 1: return 4 * P + share(12);
+    case 2: return cpu_offload ? 2 * P : 2 * P + share(18);
+    default: {
+      const int64_t largest_layer_memory = 4 * largest_layer;
+      if (!cpu_offload) return largest_layer_memory + share(18);
+      return cpu_offload_params ? largest_layer_memory : largest_layer_memory + share(2);
+    }
   }
 }
 
@@ -521,9 +535,11 @@ MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
     e.num_params += u.numel;
     e.largest_unit = std::max(e.largest_unit, u.numel);
   }
+  e.deepspeed_largest_layer = gpt2_deepspeed_largest_layer(e.dims);
   for (int stage = 0; stage <= 3; ++stage) {
     e.stages.push_back(estimate_stage(cfg, model, stage, world_size));
-    e.stages.back().deepspeed = deepspeed_model_states(stage, e.num_params, e.largest_unit, world_size);
+    e.stages.back().deepspeed = static_cast<size_t>(
+        deepspeed_model_states(stage, e.num_params, e.deepspeed_largest_layer, world_size, cfg.zero));
   }
   return e;
 }
@@ -532,13 +548,14 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
   const ZeroConfig& z = cfg.zero;
   char head[1024];
   std::snprintf(head, sizeof head,
-                "model gpt2: %s; %.2fM parameters, largest unit %.2fM\n"
+                "model gpt2: %s; %.2fM parameters, largest unit %.2fM (DeepSpeed's largest layer %.2fM)\n"
                 "per rank of %d: micro-batch %d x seq_len %d, accumulation %d; %s, AdamW\n"
                 "zero_optimization: reduce_bucket_size %lld, stage3_prefetch_bucket_size %lld, "
                 "stage3_max_live_parameters %lld, stage3_param_persistence_threshold %lld, overlap_comm %s, "
                 "reduce_scatter %s\n\n",
                 dims_str(e.dims).c_str(), static_cast<double>(e.num_params) / 1e6,
-                static_cast<double>(e.largest_unit) / 1e6, e.world_size, cfg.micro_batch, cfg.data.seq_len,
+                static_cast<double>(e.largest_unit) / 1e6, static_cast<double>(e.deepspeed_largest_layer) / 1e6,
+                e.world_size, cfg.micro_batch, cfg.data.seq_len,
                 cfg.grad_accum, precision_name(cfg.precision.dtype), static_cast<long long>(z.reduce_bucket_size),
                 static_cast<long long>(z.prefetch_bucket_size), static_cast<long long>(z.max_live_parameters),
                 static_cast<long long>(z.param_persistence_threshold), z.overlap_comm ? "true" : "false",
@@ -562,9 +579,10 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
       "\n* the configured stage. Peaks per rank during a training step (from the second on), each category's\n"
       "own; total is the peak of their sum. Reductions are taken to stay in flight until reduce_bucket_size\n"
       "forces a wait, so stage 2-3 gradients (and totals) are the bound the schedule allows: reductions that\n"
-      "finish sooner free their buffers sooner. MPI's own buffers are not counted. DeepSpeed: its model-states\n"
-      "estimate for the same parameters and ranks (stages 2-3: estimate_zero2/3_model_states_mem_needs without\n"
-      "offload; stages 0-1: the ZeRO paper's 16P and 4P+12P/N), for 16-bit parameters and gradients with fp32\n"
+      "finish sooner free their buffers sooner. MPI's own buffers are not counted. DeepSpeed: its own GPU\n"
+      "model-states estimate for the same parameters, ranks and offload (stages 2-3: DeepSpeed 0.19.8's\n"
+      "estimate_zero2/3_model_states_mem_needs, 2P+18P/N and 4L+18P/N with L its largest layer, the token\n"
+      "embedding; stages 0-1: the ZeRO paper's 16P and 4P+12P/N), for 16-bit parameters and gradients with fp32\n"
       "master weights. Here compute on the CPU widens to f32: the parameters and gradients the model uses are\n"
       "f32 in every precision, and bf16/fp16 add 16-bit parameter shards, wire buffers and fp32 masters.\n";
   if (cfg.train.device == "cuda" && cfg.precision.dtype == "bf16")
@@ -586,6 +604,7 @@ std::string estimate_json(const MemoryEstimate& e) {
   return nlohmann::json{{"world_size", e.world_size},
                         {"params", e.num_params},
                         {"largest_unit", e.largest_unit},
+                        {"deepspeed_largest_layer", e.deepspeed_largest_layer},
                         {"stages", stages}}
              .dump() +
          "\n";

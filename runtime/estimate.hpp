@@ -45,7 +45,7 @@ struct StageEstimate {
   int stage = 0;
   std::array<size_t, kMemCategories> peak{};  // bytes per rank, each category's own peak
   size_t total = 0;      // peak of the sum, as MemSnapshot::total_peak (not the sum of the peaks)
-  size_t deepspeed = 0;  // DeepSpeed's model-states number for the same model and world size
+  size_t deepspeed = 0;  // DeepSpeed's model-states number ([Note: DeepSpeed's estimate] in estimate.cpp)
   size_t peak_of(MemCategory c) const { return peak[static_cast<size_t>(c)]; }
 };
 
@@ -53,13 +53,14 @@ struct MemoryEstimate {
   GPT2Dims dims;
   int world_size = 1;
   int64_t num_params = 0;    // without padding
-  int64_t largest_unit = 0;  // parameters of the largest unit (DeepSpeed's "largest layer")
+  int64_t largest_unit = 0;  // parameters of the largest unit
+  int64_t deepspeed_largest_layer = 0;  // DeepSpeed's "largest layer" (gpt2_deepspeed_largest_layer)
   std::vector<StageEstimate> stages;  // stages 0, 1, 2, 3
 };
 
 // Per-rank peaks of a step for every stage, with `cfg`'s model, batch and zero_optimization
 // settings (its zero_optimization.stage is ignored: all four are estimated). Reads no data; with
-// model.init_from, the checkpoint's header. ConfigError for settings the run would reject.
+// model.init_from, the checkpoint's dimensions. ConfigError for settings the run would reject.
 MemoryEstimate estimate_memory(const Config& cfg, int world_size);
 
 // One row per stage, a column per category, the total and DeepSpeed's number, with a header

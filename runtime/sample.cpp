@@ -4,12 +4,16 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <stdexcept>
 
 namespace zt {
 
-std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& opt) {
+std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& opt,
+                              const std::function<void(int32_t)>& emit) {
   if (prompt.empty()) throw std::invalid_argument("sample: the prompt must hold at least one token");
+  if (!(opt.temperature >= 0.0f && std::isfinite(opt.temperature)))
+    throw std::invalid_argument("sample: the temperature must be a finite number >= 0, got " + std::to_string(opt.temperature));
   const GPT2Dims& d = model.dims();
   std::vector<int32_t> ctx = prompt;
   std::vector<int32_t> out;
@@ -24,18 +28,18 @@ std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, c
     // Recomputes the whole context per token: simple, and fast enough for the models sampled here.
     const Tensor logits = model.logits(tape, tokens);
     const float* last = logits.data<float>() + static_cast<size_t>(T - 1) * d.padded_vocab_size;
-    const int k = std::clamp(opt.top_k, 1, d.vocab_size);
+    const int k = opt.temperature > 0.0f ? std::clamp(opt.top_k, 1, d.vocab_size) : 1;
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) { return last[a] > last[b]; });
     int next = order[0];
     if (k > 1) {
       std::vector<double> w(static_cast<size_t>(k));
-      const float temp = std::max(opt.temperature, 1e-6f);
-      for (int j = 0; j < k; ++j) w[j] = std::exp((last[order[j]] - last[order[0]]) / temp);
+      for (int j = 0; j < k; ++j) w[j] = std::exp((last[order[j]] - last[order[0]]) / opt.temperature);
       next = order[std::discrete_distribution<int>(w.begin(), w.end())(gen)];
     }
     ctx.push_back(next);
     out.push_back(next);
+    if (emit) emit(next);
   }
   return out;
 }

@@ -1,7 +1,9 @@
-// Text generation from a trained model: top-k sampling (k = 1 is greedy) with temperature.
+// Text generation from a trained model: top-k sampling (k = 1 or temperature 0 is greedy) with
+// temperature.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "models/gpt2.hpp"
@@ -11,12 +13,14 @@ namespace zt {
 struct SampleOptions {
   int tokens = 200;
   int top_k = 40;
-  float temperature = 1.0f;
+  float temperature = 1.0f;  // >= 0; 0 is greedy
   uint64_t seed = 1337;
 };
 
-// Continues `prompt` (token ids, at least one) by `opt.tokens` tokens; returns only the new ones.
-// The context is the last max_seq_len tokens.
-std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& opt);
+// Continues `prompt` (token ids, at least one) by `opt.tokens` tokens; returns only the new ones,
+// and hands each to `emit` (when given) as soon as it is chosen. The context is the last
+// max_seq_len tokens.
+std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& opt,
+                              const std::function<void(int32_t)>& emit = {});
 
 }  // namespace zt

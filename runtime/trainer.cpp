@@ -19,16 +19,18 @@
 #include "runtime/agreed.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/export.hpp"
+#include "runtime/memory_floor.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/outputs.hpp"
 #include "runtime/schedule.hpp"
+#include "runtime/weights.hpp"
 
 namespace zt {
 
 GPT2Dims resolve_dims(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   if (!m.init_from) return m.dims;
-  const GPT2Dims d = read_llmc_header(*m.init_from);
+  const GPT2Dims d = weights_dims(*m.init_from);
   for (const auto& [key, field] : kGPT2DimFields)
     for (const std::string& g : m.given)
       if (g == key && m.dims.*field != d.*field)
@@ -78,6 +80,8 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   if (on_device && cfg_.model.wte_units > 1)
     throw ConfigError("config: model.wte_units: " + std::to_string(cfg_.model.wte_units) + " on device " +
                       cfg_.train.device + "; its cross-entropy kernel takes the logits whole (wte_units 1)");
+  // [Note: memory floor]: before anything of the model is allocated.
+  check_fits_host(cfg_, gpt2_num_params_f64(dims), comm_.size(), comm_.local_size());
   model_ = std::make_unique<GPT2>(dims, on_device ? 1 : cfg_.model.wte_units);
   engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer,
                                          dtype_from_name(cfg_.precision.dtype), cfg_.aio);
@@ -92,7 +96,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     engine_->set_trace(trace_.get());
   }
   if (cfg_.model.init_from)
-    engine_->write_full_params([&] { load_llmc_checkpoint(*cfg_.model.init_from, *model_); });
+    engine_->write_full_params([&] { load_weights(*cfg_.model.init_from, *model_); });
   else
     engine_->init_params(cfg_.train.seed);
 
@@ -102,6 +106,18 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   if (train_->vocab_limit() > dims.vocab_size && cfg_.data.format == "bytes")
     throw ConfigError("config: model.vocab_size: " + std::to_string(dims.vocab_size) +
                       " is smaller than the byte vocabulary (256)");
+  for (DataLoader* l : {train_.get(), val_.get()})
+    if (l) l->limit_tokens(dims.vocab_size);
+  // More validation batches than the data holds would wrap around and count some batches twice:
+  // validation covers the data once instead, and says so. Every rank holds as many batches.
+  if (val_ && cfg_.train.val_interval > 0 && cfg_.train.val_batches > val_->batches_per_epoch()) {
+    const int64_t held = val_->batches_per_epoch();
+    val_note_ = "warning: train.val_batches " + std::to_string(cfg_.train.val_batches) + " is more than the " +
+                std::to_string(held) + " batches the validation data holds (" +
+                (cfg_.data.val.empty() ? "data.val_fraction of data.train" : "data.val '" + cfg_.data.val + "'") +
+                "); each validation covers those " + std::to_string(held) + " once";
+    cfg_.train.val_batches = static_cast<int>(held);
+  }
   inputs_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
   targets_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
   tape_.set_profile(&profile_);
@@ -248,6 +264,7 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   log(run_banner(*this));
   if (!resumed_.empty()) log(resumed_);
   if (checkpoints_ && !checkpoints_->note().empty()) log(checkpoints_->note());
+  if (!val_note_.empty()) log(val_note_);
   const bool validating = val_ && tc.val_interval > 0;
   if (validating) log(val_line(0, validate()));
   while (steps_done_ < tc.steps) {

@@ -35,8 +35,8 @@ struct StepStats {
   MemSnapshot mem;       // peaks are this step's
 };
 
-// Dimensions from the config, or from model.init_from's header; with init_from, dimensions the
-// config also gives must agree (ConfigError naming both values).
+// Dimensions from the config, or from model.init_from (runtime/weights.hpp); with init_from,
+// dimensions the config also gives must agree (ConfigError naming both values).
 GPT2Dims resolve_dims(const Config& cfg);
 
 class Trainer {
@@ -55,7 +55,9 @@ class Trainer {
   // out for it). train.skip_nonfinite_steps lets that many such steps in a row be skipped
   // instead, as fp16 skips an overflow: no update on any rank, the data moves on.
   StepStats step();
-  double validate();  // mean loss over data.val_batches validation batches (no gradients)
+  // Mean loss over train.val_batches validation batches (no gradients), at most the batches the
+  // validation data holds.
+  double validate();
   // Collective: a checkpoint of this point into checkpoint.dir ([Note: checkpoint layout]);
   // returns the seconds it took. A Trainer built with train.resume starts from one.
   double save();
@@ -98,6 +100,7 @@ class Trainer {
   std::unique_ptr<CheckpointRoot> checkpoints_;  // with checkpoint.save_interval
   std::string last_saved_;  // the newest checkpoint this run saved or resumed from, for messages
   int nonfinite_in_a_row_ = 0;
+  std::string val_note_;  // why train.val_batches was lowered, for the log
   int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
   LossScaler scaler_;
   Tensor inputs_, targets_;

@@ -35,3 +35,14 @@ if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
   echo "install-deps: installing safetensors (pip)"
   $sudo /usr/bin/python3 -m pip install -q --break-system-packages safetensors
 fi
+
+# DeepSpeed's own memory estimators check `ztrain estimate`'s DeepSpeed column
+# (tests/ref/deepspeed_estimate.py, which takes the functions from the source). Its PyPI package is
+# an sdist that needs a CUDA-era torch to install, so the sdist itself (2 MB) is kept where
+# tests/meson.build looks for it.
+deepspeed_sdist=/usr/local/share/ztrain/deepspeed-0.19.8.tar.gz
+if [ ! -s "$deepspeed_sdist" ]; then
+  echo "install-deps: downloading DeepSpeed's sdist to $deepspeed_sdist (pip)"
+  $sudo mkdir -p "$(dirname "$deepspeed_sdist")"
+  $sudo /usr/bin/python3 -m pip download -q --no-deps --no-binary :all: -d "$(dirname "$deepspeed_sdist")" deepspeed==0.19.8
+fi

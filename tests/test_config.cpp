@@ -487,6 +487,19 @@ TEST_CASE("bytes format fills in the vocabulary") {
         "config: model.padded_vocab_size: 128 must be >= model.vocab_size 256");
 }
 
+TEST_CASE("padded_vocab_size defaults to vocab_size rounded up to a multiple of 128, as llm.c pads it") {
+  CHECK(zt::parse_config(minimal()).model.dims.padded_vocab_size == 50304);
+  CHECK(zt::parse_config(with({"model.vocab_size=256"})).model.dims.padded_vocab_size == 256);
+  CHECK(zt::parse_config(with({"model.vocab_size=50257"})).model.dims.padded_vocab_size == 50304);
+  CHECK(zt::parse_config(with({"model.vocab_size=1000"})).model.dims.padded_vocab_size == 1024);
+  CHECK(zt::parse_config(with({"model.vocab_size=2147483647"})).model.dims.padded_vocab_size == 2147483647);
+  CHECK(zt::parse_config(with({"model.vocab_size=256", "model.padded_vocab_size=50304"})).model.dims.padded_vocab_size == 50304);
+  const Config c = zt::parse_config(with({"model.vocab_size=300"}));
+  CHECK(c.model.given == std::vector<std::string>{"vocab_size"});  // filled in, not given
+  CHECK(error_of({"model.vocab_size=256", "model.padded_vocab_size=200"}) ==
+        "config: model.padded_vocab_size: 200 must be >= model.vocab_size 256");
+}
+
 TEST_CASE("schedulers") {
   const Config w = zt::parse_config(with({"scheduler.type=WarmupLR", "scheduler.params.warmup_min_lr=0",
                                           "scheduler.params.warmup_max_lr=0.001", "scheduler.params.warmup_num_steps=100",
@@ -634,4 +647,41 @@ TEST_CASE("load_config") {
   CHECK_THROWS_WITH_AS(zt::load_config(good, {"train.stepz=5"}),
                        "config: train.stepz: unknown key (did you mean 'steps'?)", ConfigError);
   CHECK_THROWS_WITH_AS(zt::load_config(good, {"oops"}), "config: --set 'oops': expected dotted.key=value", ConfigError);
+}
+
+TEST_CASE("values nested deep or huge") {
+  // A value is shown cut to one line, and never serialised whole: 100,000 arrays deep would
+  // overflow the stack of a recursive dump.
+  json deep = json::array();
+  for (int i = 0; i < 100000; ++i) deep = json::array({std::move(deep)});
+  json j = minimal();
+  j["model"] = std::move(deep);
+  CHECK(error_of(j) == "config: model: expected an object, got " + std::string(57, '[') + "...");
+  json wide = minimal();
+  wide["train"] = json(std::vector<int>(1000000, 7));
+  CHECK(error_of(wide) == "config: train: expected an object, got [7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,...");
+  json text = minimal();
+  text["train"] = {{std::string(1000, 'k'), std::string(1000000, 'v')}};
+  CHECK(error_of(text) == "config: train." + std::string(1000, 'k') + ": unknown key");
+  text["data"]["val"] = json::array({std::string(100000, 'v')});
+  CHECK(error_of(text) == "config: data.val: expected a string, got [\"" + std::string(55, 'v') + "...");
+
+  // A file that never ends (or a data file given by mistake) is not read whole.
+  CHECK_THROWS_WITH_AS(zt::load_config("/dev/zero"),
+                       "config: '/dev/zero' is larger than 16 MiB, which no config is (a config file is a few KiB)", ConfigError);
+
+  // The file and --set refuse depths no key has, before building them.
+  TempDir dir;
+  const std::string nested = dir.write("deep.json", "{\"model\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  CHECK_THROWS_WITH_AS(zt::load_config(nested),
+                       ("config: '" + nested + "': arrays or objects nest more than 32 deep (no key nests more than 4)").c_str(),
+                       ConfigError);
+  const std::string ok = dir.write("ok.json", "{\"data\": {\"train\": \"a\"}, \"model\": " + std::string(31, '[') +
+                                                  std::string(31, ']') + "}");
+  CHECK_THROWS_WITH_AS(zt::load_config(ok), doctest::Contains("config: model: expected an object, got [[[["), ConfigError);
+  json k = minimal();
+  CHECK_THROWS_WITH_AS(zt::apply_override(k, "model=" + std::string(60000, '[') + std::string(60000, ']')),
+                       "config: --set model: the value's arrays or objects nest more than 32 deep (no key nests more than 4)",
+                       ConfigError);
+  zt::apply_override(k, "optimizer.params.betas=[0.8, 0.9]");
 }

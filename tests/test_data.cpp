@@ -297,6 +297,26 @@ TEST_CASE("llmc errors name the file and the numbers") {
   }
 }
 
+TEST_CASE("llmc: a token beyond the model's vocabulary names the file and its position") {
+  TempDir dir;
+  std::vector<uint16_t> tokens(400, 7);
+  tokens[123] = 300;
+  zt::write_llmc_shard(dir / "train_0.bin", tokens);
+  // Rank 1 of 2, B 2, T 16: batch g reads tokens [64g + 32, 64g + 64], so token 123 is in batch 1.
+  auto loader = zt::make_loader(llmc(dir / "train_*.bin"), Split::train, 2, 16, 1, 2, 0);
+  std::vector<int32_t> in(32), tg(32);
+  loader->limit_tokens(256);
+  loader->next(in.data(), tg.data());
+  CHECK_THROWS_WITH_AS(loader->next(in.data(), tg.data()),
+                       ("data: " + (dir / "train_0.bin") + ": token 123 (byte 1270) is 300, outside the model's vocabulary "
+                        "[0, 256) (model.vocab_size)").c_str(),
+                       DataError);
+  loader->reset();
+  loader->limit_tokens(301);
+  loader->next(in.data(), tg.data());
+  loader->next(in.data(), tg.data());
+}
+
 TEST_CASE("bytes: folder walk, symlink duplicates once, list order, vocab") {
   TempDir dir;
   write_text(dir / "corpus/a.txt", "alpha ");

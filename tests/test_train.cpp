@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include "runtime/estimate.hpp"
+#include "runtime/memory_floor.hpp"
 #include "runtime/trainer.hpp"
 #include "tests/test_util.hpp"
 
@@ -89,4 +91,38 @@ TEST_CASE("the trainer rejects a batch-size mismatch naming all four numbers") {
   CHECK_THROWS_WITH(Trainer(parse_config(c)),
                     "config: train_batch_size: 32 != train_micro_batch_size_per_gpu 8 * gradient_accumulation_steps 2 * "
                     "world size 1 = 16");
+}
+
+TEST_CASE("a model no host can hold is refused from the memory floor before anything is allocated") {
+  test::TempDir dir;
+  nlohmann::json c = tiny_text_config(dir, 1);
+  c["model"]["n_embd"] = 2000000;  // 48 trillion parameters
+  CHECK_THROWS_WITH_AS(Trainer(parse_config(c)), doctest::Contains("config: model: does not fit in this host's memory: 9.6e+13 parameters need at least"),
+                       ConfigError);
+}
+
+TEST_CASE("the memory floor lies under the estimate at every stage, precision, offload and world size") {
+  test::TempDir dir;
+  for (const char* precision : {"f32", "bf16"})
+    for (const char* offload : {"none", "cpu", "nvme"})
+      for (int world : {1, 2, 5})
+        for (int stage = 0; stage <= 3; ++stage) {
+          if (stage == 0 && std::string(offload) != "none") continue;
+          CAPTURE(precision);
+          CAPTURE(offload);
+          CAPTURE(world);
+          CAPTURE(stage);
+          nlohmann::json j = tiny_text_config(dir, 1);
+          j["zero_optimization"] = {{"stage", stage}};
+          if (std::string(precision) == "bf16") j["bf16"] = {{"enabled", true}};
+          if (std::string(offload) != "none") {
+            j["zero_optimization"]["offload_optimizer"] = {{"device", offload}, {"nvme_path", dir.path.string()}};
+            if (stage == 3) j["zero_optimization"]["offload_param"] = {{"device", offload}, {"nvme_path", dir.path.string()}};
+          }
+          const Config cfg = parse_config(j);
+          const MemoryEstimate e = estimate_memory(cfg, world);
+          const double floor = model_states_floor(cfg.zero, static_cast<double>(e.num_params), world);
+          CHECK(floor > 0);
+          CHECK(floor <= static_cast<double>(e.stages[size_t(stage)].total));
+        }
 }

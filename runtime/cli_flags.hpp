@@ -1,0 +1,29 @@
+// The command line's flags: `--name VALUE` pairs and their values, each checked against what the
+// flag takes, so a bad value is a usage error naming the flag (exit status 2) and never a number
+// that silently wrapped or a library's bare exception text.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zt {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Flags of the form --name VALUE from argv[first], in order; repeated flags are kept (--set).
+std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv, int first,
+                                                             const std::vector<std::string>& known);
+
+// An integer in [lo, hi], written in decimal and nothing else ("12", "-3"; not "12x", " 12", "1e3").
+int64_t int_flag(const std::string& flag, const std::string& value, int64_t lo, int64_t hi);
+// A seed: any 64-bit unsigned integer.
+uint64_t seed_flag(const std::string& flag, const std::string& value);
+// A finite number >= lo ("0.8", "1e-2"; not "nan", "inf").
+double number_flag(const std::string& flag, const std::string& value, double lo);
+
+}  // namespace zt

@@ -1,0 +1,92 @@
+#include "runtime/weights.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "runtime/checkpoint.hpp"
+
+namespace zt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_folder(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec);
+}
+
+// A folder given for weights must be a ztrain checkpoint; SavedCheckpoint's own error would not
+// say that a file was expected too.
+void check_checkpoint_folder(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(fs::path(path) / "meta.json", ec) && !fs::exists(fs::path(path) / "latest", ec))
+    throw CheckpointError("checkpoint '" + path +
+                          "' is a folder, but not a ztrain checkpoint (it holds neither meta.json nor a 'latest' "
+                          "file); expected an llm.c checkpoint file or a ztrain checkpoint folder or root");
+}
+
+// [Note: weights in llm.c's order] Every parameter, concatenated in llm.c's order ([Note: units
+// and llm.c's order] in models/gpt2.hpp), is the same stream of floats whatever the units (wte's
+// row ranges, in order, are wte). So a ztrain checkpoint saved with other wte_units than the
+// model's still maps onto it: each saved parameter is a piece of that stream, and each of the
+// model's parameters reads the pieces that cover its part of it.
+struct Piece {
+  int64_t at;      // in the stream
+  int unit;        // in the saved layout
+  int64_t offset;  // within that unit
+  int64_t n;
+};
+
+void load_saved(const std::string& path, GPT2& model) {
+  SavedCheckpoint saved(path);
+  if (!(saved.dims() == model.dims()))
+    throw saved.bad("holds a model of " + dims_str(saved.dims()) + ", but the model is " + dims_str(model.dims()));
+  const GPT2 layout(saved.dims(), saved.wte_units());
+  if (saved.units() != layout.num_units()) throw saved.bad("its units do not match its model's layout");
+  std::vector<Piece> pieces;
+  int64_t at = 0;
+  for_each_llmc_param(layout, [&](int u, int i) {
+    const ParamSpec& p = layout.layout()[size_t(u)].params[size_t(i)];
+    pieces.push_back({at, u, p.offset, shape_numel(p.shape)});
+    at += pieces.back().n;
+  });
+  for (int u = 0; u < layout.num_units(); ++u) {
+    if (saved.numel(u) != layout.layout()[size_t(u)].numel)
+      throw saved.bad("unit " + std::to_string(u) + " does not match its model's layout");
+    saved.verify(u, 0, saved.numel(u));
+  }
+  at = 0;
+  size_t k = 0;  // the piece holding `at`
+  for_each_llmc_param(model, [&](int u, int i) {
+    const Tensor& t = model.param(u, i);
+    const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
+    const Tensor host = direct ? t : Tensor::empty(t.shape(), DType::f32, MemCategory::other);
+    const int64_t begin = at, end = at + t.numel();
+    while (at < end) {
+      while (pieces.at(k).at + pieces.at(k).n <= at) ++k;
+      const Piece& p = pieces[k];
+      const int64_t b = at - p.at, e = std::min(p.n, end - p.at);
+      saved.read_master(p.unit, p.offset + b, p.offset + e, host.data<float>() + (at - begin));
+      at += e - b;
+    }
+    if (!direct) store_f32(t, host);
+  });
+}
+
+}  // namespace
+
+GPT2Dims weights_dims(const std::string& path) {
+  if (!is_folder(path)) return read_llmc_header(path);
+  check_checkpoint_folder(path);
+  return SavedCheckpoint(path).dims();
+}
+
+void load_weights(const std::string& path, GPT2& model) {
+  if (!is_folder(path)) return load_llmc_checkpoint(path, model);
+  check_checkpoint_folder(path);
+  load_saved(path, model);
+}
+
+}  // namespace zt

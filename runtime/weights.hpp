@@ -1,0 +1,21 @@
+// A model's starting weights (`ztrain sample --checkpoint`, `model.init_from`): an llm.c
+// checkpoint file, or a ztrain checkpoint (a step_<k> folder, or a checkpoint root naming its
+// `latest`), whose fp32 master weights are read as `ztrain export` reads them, every region
+// checked against its checksum, at whatever world size, stage and wte_units it was saved.
+#pragma once
+
+#include <string>
+
+#include "models/gpt2.hpp"
+
+namespace zt {
+
+// The dimensions of the model stored at `path`. An error naming the path when it is neither an
+// llm.c checkpoint nor a ztrain checkpoint (a folder that is not one says so).
+GPT2Dims weights_dims(const std::string& path);
+
+// Fills every parameter `model` has bound (on any device and in any dtype) from `path`, whose
+// dimensions must be the model's. A unit at a time for a ztrain checkpoint.
+void load_weights(const std::string& path, GPT2& model);
+
+}  // namespace zt

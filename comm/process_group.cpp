@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #ifdef ZT_HAVE_MPI
 #include "comm/mpi_communicator.hpp"
@@ -39,6 +40,10 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int* argc, char*** argv, CommB
     if (!mpi_session()) mpi_session() = std::make_unique<MpiSession>(argc, argv);
     pg->world_ = make_mpi_communicator();
     pg->mpi_ = true;
+    if (pg->world_->size() > 1) {
+      pg->ending_ = make_mpi_communicator();
+      pg->ending_->set_progress(CommProgress::poll);  // idle until the end: no thread of its own
+    }
     return pg;
   }
 #endif
@@ -49,6 +54,16 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int* argc, char*** argv, CommB
 }
 
 ProcessGroup::~ProcessGroup() {
+  if (ending_) {
+    ending_->set_timeout(world_->timeout());
+    try {
+      ending_->barrier();
+    } catch (const CommError&) {
+      fail("rank " + std::to_string(rank()) + ": the other ranks did not reach the end of the run within " +
+           std::to_string(world_->timeout().count()) + " ms (a rank hangs, was stopped, or runs other steps)");
+    }
+    ending_.reset();
+  }
   world_.reset();  // its progress thread ends before MPI does
 #ifdef ZT_HAVE_MPI
   if (mpi_) mpi_session().reset();

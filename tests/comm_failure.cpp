@@ -6,10 +6,14 @@
 //   hang:    rank 1 stops calling collectives (sleeps 120 s); the others' collectives hit the 2 s
 //            timeout;
 //   diverge: rank 1 leaves the loop and ends normally, as a rank that ran fewer steps: the others
-//            time out in their collectives;
+//            time out in their collectives, and rank 1 waits for them at the end ([Note: ending
+//            together]) no longer than the timeout either;
 //   kill, stop: nothing: the script SIGKILLs or SIGSTOPs rank 2, whose pid each rank writes to
-//            PIDDIR/pid.<rank>.
+//            PIDDIR/pid.<rank>;
+//   end:     the ranks stop after iteration 50, rank 2 stops itself (SIGSTOP) after its last
+//            collective, and the others must not wait for it at the end beyond the timeout.
 // ZT_MPI_PROGRESS=poll (passed on by mpirun -x) runs the same without a progress thread.
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -43,8 +47,8 @@ void expect(const zt::Tensor& t, float want, const std::string& what, int it) {
 int main(int argc, char** argv) {
   auto pg = zt::ProcessGroup::start(&argc, &argv);
   const std::string mode = argc >= 2 ? argv[1] : "";
-  if (mode != "throw" && mode != "hang" && mode != "diverge" && mode != "kill" && mode != "stop")
-    pg->fail("usage: comm_failure throw|hang|diverge|kill|stop [PIDDIR]", 2);
+  if (mode != "throw" && mode != "hang" && mode != "diverge" && mode != "kill" && mode != "stop" && mode != "end")
+    pg->fail("usage: comm_failure throw|hang|diverge|kill|stop|end [PIDDIR]", 2);
   const int rank = pg->rank(), n = pg->size();
   if (argc >= 3) {  // written whole, then renamed, so a reader never sees half a pid
     const std::filesystem::path dir = argv[2], file = dir / ("pid." + std::to_string(rank));
@@ -54,7 +58,7 @@ int main(int argc, char** argv) {
   }
   zt::Communicator& world = pg->world();
   world.set_timeout(2s);
-  const int iterations = 2000;
+  const int iterations = mode == "end" ? 51 : 2000;
   int it = 0;
   try {
     const zt::Tensor t = zt::Tensor::empty({16});
@@ -91,5 +95,6 @@ int main(int argc, char** argv) {
     pg->fail(e.what());
   }
   pg->log("finished " + std::to_string(it) + " iterations");
+  if (mode == "end" && rank == 2) std::raise(SIGSTOP);
   return 0;
 }

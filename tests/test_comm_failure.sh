@@ -6,9 +6,11 @@
 # bf16, with a 2 s timeout):
 #   throw:   rank 1 throws at iteration 50            -> "[rank 1]" and the error in the output
 #   hang:    rank 1 stops calling collectives         -> the others time out: "did not complete"
-#   diverge: rank 1 ends early, as with fewer steps   -> the others time out
+#   diverge: rank 1 ends early, as with fewer steps   -> the others time out, rank 1 at the end
 #   kill:    rank 2 is SIGKILLed after ~2 s            -> mpirun ends the rest
 #   stop:    rank 2 is SIGSTOPped after ~2 s           -> the others time out: "did not complete"
+#   end:     rank 2 stops itself after its last collective -> the others do not wait for it at
+#            MPI_Finalize: "did not reach the end of the run" ([Note: ending together])
 # Each run must exit non-zero within 30 s (a healthy run takes 20 s and more), and leave no rank
 # behind. Every mpirun is bounded by `timeout 60`, so this test cannot hang.
 # usage: test_comm_failure.sh MPIRUN COMM_FAILURE_EXE
@@ -90,6 +92,8 @@ for progress in thread poll; do
   run_mode kill $progress
   run_mode stop $progress
   expect_output stop/$progress "did not complete"
+  run_mode end $progress
+  expect_output end/$progress "did not reach the end of the run within 2000 ms"
 done
 
 if [ "$failures" -ne 0 ]; then

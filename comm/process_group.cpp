@@ -1,8 +1,9 @@
 #include "comm/process_group.hpp"
 
-#include <cstdio>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
-#include <iostream>
 #include <string>
 
 #ifdef ZT_HAVE_MPI
@@ -72,10 +73,21 @@ ProcessGroup::~ProcessGroup() {
 
 std::string ProcessGroup::prefix() const { return size() > 1 ? "[rank " + std::to_string(rank()) + "] " : ""; }
 
-void ProcessGroup::log(std::string_view line) const { std::cout << prefix() << line << std::endl; }
+void write_line(int fd, std::string_view line) {
+  std::string whole(line);
+  whole += '\n';
+  for (size_t done = 0; done < whole.size();) {
+    const ssize_t n = ::write(fd, whole.data() + done, whole.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // nowhere left to say it
+    done += static_cast<size_t>(n);
+  }
+}
+
+void ProcessGroup::log(std::string_view line) const { write_line(STDOUT_FILENO, prefix() + std::string(line)); }
 
 void ProcessGroup::fail(std::string_view what, int code) {
-  std::cerr << prefix() << "error: " << what << std::endl;
+  write_line(STDERR_FILENO, prefix() + "error: " + std::string(what));
 #ifdef ZT_HAVE_MPI
   if (mpi_ && size() > 1) mpi_abort_job(code);
 #endif

@@ -31,6 +31,11 @@ LaunchInfo detect_launch();
 
 enum class CommBackend { automatic, self, mpi };
 
+// Writes `line` and a newline to the file descriptor in one write(2) (continuing only where a
+// signal or a full pipe cut it short), so that the lines of ranks sharing a terminal or a pipe
+// never interleave mid-line.
+void write_line(int fd, std::string_view line);
+
 class ProcessGroup {
  public:
   // automatic: MPI when the build has it and the process was launched as one of several ranks
@@ -50,7 +55,7 @@ class ProcessGroup {
 
   // "[rank r] " when there are several ranks, "" otherwise.
   std::string prefix() const;
-  void log(std::string_view line) const;  // stdout, with the prefix
+  void log(std::string_view line) const;  // stdout, with the prefix, in one write
 
   // [Note: failing the job] Never returns: several ranks abort the job, one rank exits(code).
   [[noreturn]] void fail(std::string_view what, int code = 1);

@@ -15,6 +15,7 @@
 #include "comm/nccl_communicator.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/kernels.hpp"
+#include "runtime/agreement.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/schedule.hpp"
@@ -33,6 +34,19 @@ GPT2Dims resolve_dims(const Config& cfg) {
   return d;
 }
 
+namespace {
+std::chrono::milliseconds comm_timeout(const Config& cfg) {
+  return std::chrono::milliseconds(static_cast<int64_t>(cfg.train.comm_timeout_s * 1000.0));
+}
+
+// [Note: ranks agree on the run] in runtime/agreement.hpp: first of all, within the run's timeout.
+const Config& agreed(const Config& cfg, Communicator& comm) {
+  comm.set_timeout(comm_timeout(cfg));
+  agree_on_settings(cfg, comm);
+  return cfg;
+}
+}  // namespace
+
 Trainer::Trainer(const Config& cfg) : Trainer(cfg, make_self_communicator()) {}
 
 // `own` outlives the delegated constructor, so it is freed even when that one throws.
@@ -41,7 +55,7 @@ Trainer::Trainer(const Config& cfg, std::unique_ptr<Communicator> own) : Trainer
 }
 
 Trainer::Trainer(const Config& cfg, Communicator& comm)
-    : cfg_(cfg),
+    : cfg_(agreed(cfg, comm)),
       device_comm_(cfg.train.device == "cuda" ? make_nccl_communicator(comm) : nullptr),
       comm_(device_comm_ ? *device_comm_ : comm),
       B_(cfg.micro_batch), T_(cfg.data.seq_len), scaler_(cfg.precision) {
@@ -57,7 +71,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   else if (progress != "auto")
     comm_.set_progress(progress == "poll" ? CommProgress::poll : CommProgress::thread);
   check_batch_size(cfg_, comm_.size());
-  comm_.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(cfg_.train.comm_timeout_s * 1000.0)));
+  comm_.set_timeout(comm_timeout(cfg_));
   const GPT2Dims dims = resolve_dims(cfg_);
   if (T_ > dims.max_seq_len)
     throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +

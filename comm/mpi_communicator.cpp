@@ -144,11 +144,11 @@ class MpiCommunicator final : public Communicator {
     const auto n_ranks = static_cast<float>(size_);
     if (is_half(in.dtype())) {
       auto stage = staging_->get(in.numel() + c);
-      const int tag = next_ring_tag();
+      const uint64_t ring = number_ring(c);
       return submit("reduce_scatter", out, [=, this] {
         float* st = stage->data<float>();
         to_f32(in, st);
-        return ring_reduce_scatter(tag, st, st + in.numel(), c, op);
+        return ring_reduce_scatter(ring, st, st + in.numel(), c, op);
       }, [=] {
         float* res = stage->data<float>() + in.numel();
         if (avg) divide(res, c, n_ranks);
@@ -156,9 +156,9 @@ class MpiCommunicator final : public Communicator {
       });
     }
     if (in.dtype() == DType::f32) {
-      const int tag = next_ring_tag();
+      const uint64_t ring = number_ring(c);
       return submit("reduce_scatter", out, [=, this] {
-        return ring_reduce_scatter(tag, in.data<float>(), out.data<float>(), c, op);
+        return ring_reduce_scatter(ring, in.data<float>(), out.data<float>(), c, op);
       }, [=] {
         if (avg) divide(out.data<float>(), c, n_ranks);
       });
@@ -248,17 +248,19 @@ class MpiCommunicator final : public Communicator {
  private:
   static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
-  // Rings are numbered in issue order, the same on every rank ([Note: ring reduce-scatter]).
-  int next_ring_tag() { return mpi::kRingTagBase + static_cast<int>(rings_issued_++ % mpi::kRingTags); }
-  std::unique_ptr<Pending> ring_reduce_scatter(int tag, const float* in, float* out, int c, ReduceOp op) {
-    if (size_ == 1 || c == 0) {
+  // [Note: ring reduce-scatter]: rings are numbered in issue order, the same on every rank; a
+  // reduce-scatter with nothing to pass on (one rank, no elements) is no ring and takes no number.
+  bool is_ring(int c) const { return size_ > 1 && c > 0; }
+  uint64_t number_ring(int c) { return is_ring(c) ? rings_issued_++ : 0; }
+  std::unique_ptr<Pending> ring_reduce_scatter(uint64_t ring, const float* in, float* out, int c, ReduceOp op) {
+    if (!is_ring(c)) {
       if (c && out != in) std::memmove(out, in, static_cast<size_t>(c) * sizeof(float));
       return nullptr;
     }
-    return mpi::start_ring_reduce_scatter(comm_, rank_, size_, tag, in, out, c, op,
-                                          staging_->get(2 * static_cast<int64_t>(c)));
+    return mpi::start_ring_reduce_scatter(ring_lane_, ring, comm_, rank_, size_, in, out, c, op);
   }
-  uint64_t rings_issued_ = 0;
+  uint64_t rings_issued_ = 0;  // the issuing thread's
+  std::shared_ptr<mpi::RingLane> ring_lane_ = std::make_shared<mpi::RingLane>();
 
   WorkPtr submit(const char* name, const Tensor& described, std::function<std::unique_ptr<Pending>()> start,
                  std::function<void()> finish) {

@@ -8,12 +8,13 @@
 // from its left, so rank r ends with chunk r reduced over all ranks, having sent (n-1)/n of the
 // buffer. A step's MPI_Isend and MPI_Irecv are tested by the progress loop like any collective's
 // request, so the ring overlaps the other operations in flight and its wait keeps its deadline.
-// Each ring has a tag of its own (rings are numbered in issue order, the same on every rank): two
-// rings in flight at once between the same neighbours would otherwise match each other's
-// messages, since a rank may post its receive for the second ring's first step before the one for
-// the first ring's second step.
+// A communicator's rings run one at a time, in issue order (the same on every rank), through one
+// buffer kept between them: rings run side by side only compete for the same memory bandwidth,
+// and fresh pages for every ring cost as much as the transfer itself. Each ring still has a tag of
+// its own, so that no message can match another ring's receive.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "comm/mpi_progress.hpp"
@@ -21,15 +22,17 @@
 
 namespace zt::mpi {
 
-// Starts the ring: in holds size * c floats, out c (it may be in's own chunk `rank`: it is
-// written only after the last read of in); both stay alive and untouched until the operation
-// completes. scratch holds 2c floats. Needs size > 1 and c > 0.
-std::unique_ptr<Pending> start_ring_reduce_scatter(MPI_Comm comm, int rank, int size, int tag, const float* in,
-                                                   float* out, int c, ReduceOp op, std::shared_ptr<Tensor> scratch);
+// What the rings of one communicator share. Only the thread driving its progress touches it.
+struct RingLane {
+  uint64_t turn = 0;                   // the number of the ring that runs now
+  std::shared_ptr<Tensor> buffer;      // 2 × the largest chunk so far, f32
+};
 
-// Tags of ring messages: kRingTagBase + (ring number % kRingTags), within the MPI_TAG_UB every MPI
-// library offers (32767).
-inline constexpr int kRingTagBase = 8192;
-inline constexpr int kRingTags = 16384;
+// Ring number `number` of `lane`'s communicator (numbered in issue order from 0): in holds
+// size * c floats, out c (it may be in's own chunk `rank`: it is written only after the last read
+// of in); both stay alive and untouched until the operation completes. Needs size > 1 and c > 0.
+// It waits for its turn within advance().
+std::unique_ptr<Pending> start_ring_reduce_scatter(std::shared_ptr<RingLane> lane, uint64_t number, MPI_Comm comm,
+                                                   int rank, int size, const float* in, float* out, int c, ReduceOp op);
 
 }  // namespace zt::mpi

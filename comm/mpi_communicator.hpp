@@ -8,7 +8,9 @@
 // sleeps ZT_MPI_POLL_US microseconds when that is set. ZT_MPI_PROGRESS=poll selects the other
 // strategy: no thread, operations start in the caller and move only when a Work is tested or
 // waited on (polling from the scheduler). bench/overlap compares the two (bench/RESULTS.md): on a
-// machine with no idle core, polling from the scheduler hides more.
+// machine with no idle core, polling from the scheduler hides more. In both modes an operation is
+// made of nonblocking MPI calls only, so that its deadline holds ([Note: no blocking MPI call] in
+// comm/mpi_progress.hpp).
 #pragma once
 
 #include <memory>

@@ -1,8 +1,10 @@
 #include "comm/process_group.hpp"
 
-#include <cstdio>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
-#include <iostream>
+#include <string>
 
 #ifdef ZT_HAVE_MPI
 #include "comm/mpi_communicator.hpp"
@@ -39,6 +41,10 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int* argc, char*** argv, CommB
     if (!mpi_session()) mpi_session() = std::make_unique<MpiSession>(argc, argv);
     pg->world_ = make_mpi_communicator();
     pg->mpi_ = true;
+    if (pg->world_->size() > 1) {
+      pg->ending_ = make_mpi_communicator();
+      pg->ending_->set_progress(CommProgress::poll);  // idle until the end: no thread of its own
+    }
     return pg;
   }
 #endif
@@ -49,6 +55,16 @@ std::unique_ptr<ProcessGroup> ProcessGroup::start(int* argc, char*** argv, CommB
 }
 
 ProcessGroup::~ProcessGroup() {
+  if (ending_) {
+    ending_->set_timeout(world_->timeout());
+    try {
+      ending_->barrier();
+    } catch (const CommError&) {
+      fail("rank " + std::to_string(rank()) + ": the other ranks did not reach the end of the run within " +
+           std::to_string(world_->timeout().count()) + " ms (a rank hangs, was stopped, or runs other steps)");
+    }
+    ending_.reset();
+  }
   world_.reset();  // its progress thread ends before MPI does
 #ifdef ZT_HAVE_MPI
   if (mpi_) mpi_session().reset();
@@ -57,10 +73,21 @@ ProcessGroup::~ProcessGroup() {
 
 std::string ProcessGroup::prefix() const { return size() > 1 ? "[rank " + std::to_string(rank()) + "] " : ""; }
 
-void ProcessGroup::log(std::string_view line) const { std::cout << prefix() << line << std::endl; }
+void write_line(int fd, std::string_view line) {
+  std::string whole(line);
+  whole += '\n';
+  for (size_t done = 0; done < whole.size();) {
+    const ssize_t n = ::write(fd, whole.data() + done, whole.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // nowhere left to say it
+    done += static_cast<size_t>(n);
+  }
+}
+
+void ProcessGroup::log(std::string_view line) const { write_line(STDOUT_FILENO, prefix() + std::string(line)); }
 
 void ProcessGroup::fail(std::string_view what, int code) {
-  std::cerr << prefix() << "error: " << what << std::endl;
+  write_line(STDERR_FILENO, prefix() + "error: " + std::string(what));
 #ifdef ZT_HAVE_MPI
   if (mpi_ && size() > 1) mpi_abort_job(code);
 #endif

@@ -6,6 +6,12 @@
 // job exits non-zero naming the failed rank instead of hanging in the next collective. A rank that
 // dies by a signal is noticed by mpirun itself, which ends the rest. A collective that does not
 // complete within the communicator's timeout throws CommError, which ends the job the same way.
+//
+// [Note: ending together] MPI_Finalize waits for every rank, beyond any deadline: a rank that
+// finished its run would wait there for good for one that hangs or was stopped after its last
+// collective. So the ranks first meet in a barrier bounded by the world's timeout, on a
+// communicator of its own (a rank still issuing the run's collectives on the world must not have
+// them matched against the barrier); a rank that does not arrive in time fails the job.
 #pragma once
 
 #include <memory>
@@ -25,12 +31,19 @@ LaunchInfo detect_launch();
 
 enum class CommBackend { automatic, self, mpi };
 
+// Writes `line` and a newline to the file descriptor in one write(2) (continuing only where a
+// signal or a full pipe cut it short), so that the lines of ranks sharing a terminal or a pipe
+// never interleave mid-line.
+void write_line(int fd, std::string_view line);
+
 class ProcessGroup {
  public:
   // automatic: MPI when the build has it and the process was launched as one of several ranks
   // (or by mpirun at all), else self. Asking for mpi in a build without it, or being launched as
   // several ranks without MPI, is an error saying so.
   static std::unique_ptr<ProcessGroup> start(int* argc, char*** argv, CommBackend backend = CommBackend::automatic);
+  // With several ranks, first waits for the others to end too ([Note: ending together]), within
+  // world().timeout(); fails the job when they do not.
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -42,7 +55,7 @@ class ProcessGroup {
 
   // "[rank r] " when there are several ranks, "" otherwise.
   std::string prefix() const;
-  void log(std::string_view line) const;  // stdout, with the prefix
+  void log(std::string_view line) const;  // stdout, with the prefix, in one write
 
   // [Note: failing the job] Never returns: several ranks abort the job, one rank exits(code).
   [[noreturn]] void fail(std::string_view what, int code = 1);
@@ -50,6 +63,7 @@ class ProcessGroup {
  private:
   ProcessGroup() = default;
   std::unique_ptr<Communicator> world_;
+  std::unique_ptr<Communicator> ending_;  // [Note: ending together]; several MPI ranks only
   bool mpi_ = false;
 };
 

@@ -1,5 +1,7 @@
 #include "runtime/cli.hpp"
 
+#include <unistd.h>
+
 #include <climits>
 #include <cstdio>
 #include <iostream>
@@ -67,7 +69,7 @@ int cmd_train(int argc, char** argv, ProcessGroup& pg) {
   Trainer trainer(load_config(config, overrides), pg.world());
   // Only rank 0 prints progress; every rank would print the same numbers.
   trainer.run([&](const std::string& line) {
-    if (pg.rank() == 0) std::cout << line << std::endl;
+    if (pg.rank() == 0) write_line(STDOUT_FILENO, line);
   });
   return 0;
 }
@@ -159,7 +161,7 @@ int cli_main(int argc, char** argv) {
     signals = std::make_unique<SignalGuard>();
     pg = ProcessGroup::start(&argc, &argv);
   } catch (const std::exception& e) {
-    std::cerr << "ztrain: error: " << e.what() << std::endl;
+    write_line(STDERR_FILENO, "ztrain: error: " + std::string(e.what()));
     return 1;
   }
   // [Note: failing the job] in comm/process_group.hpp: with several ranks, any error ends them all.
@@ -172,11 +174,13 @@ int cli_main(int argc, char** argv) {
     throw UsageError(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
     if (several) pg->fail(e.what(), 2);
-    std::cerr << "ztrain: " << e.what() << "\n" << kUsage;
+    std::string usage = kUsage;
+    usage.pop_back();  // write_line ends the line
+    write_line(STDERR_FILENO, "ztrain: " + std::string(e.what()) + "\n" + usage);
     return 2;
   } catch (const std::exception& e) {
     if (several) pg->fail(e.what(), 1);
-    std::cerr << "ztrain: error: " << e.what() << std::endl;
+    write_line(STDERR_FILENO, "ztrain: error: " + std::string(e.what()));
     return 1;
   }
 }

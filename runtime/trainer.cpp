@@ -17,6 +17,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "runtime/agreed.hpp"
+#include "runtime/agreement.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/export.hpp"
 #include "runtime/memory_floor.hpp"
@@ -39,6 +40,19 @@ GPT2Dims resolve_dims(const Config& cfg) {
   return d;
 }
 
+namespace {
+std::chrono::milliseconds comm_timeout(const Config& cfg) {
+  return std::chrono::milliseconds(static_cast<int64_t>(cfg.train.comm_timeout_s * 1000.0));
+}
+
+// [Note: ranks agree on the run] in runtime/agreement.hpp: first of all, within the run's timeout.
+const Config& agreed(const Config& cfg, Communicator& comm) {
+  comm.set_timeout(comm_timeout(cfg));
+  agree_on_settings(cfg, comm);
+  return cfg;
+}
+}  // namespace
+
 Trainer::Trainer(const Config& cfg) : Trainer(cfg, make_self_communicator()) {}
 
 // `own` outlives the delegated constructor, so it is freed even when that one throws.
@@ -47,7 +61,7 @@ Trainer::Trainer(const Config& cfg, std::unique_ptr<Communicator> own) : Trainer
 }
 
 Trainer::Trainer(const Config& cfg, Communicator& comm)
-    : cfg_(cfg),
+    : cfg_(agreed(cfg, comm)),
       device_comm_(cfg.train.device == "cuda" ? make_nccl_communicator(comm) : nullptr),
       comm_(device_comm_ ? *device_comm_ : comm),
       B_(cfg.micro_batch), T_(cfg.data.seq_len), scaler_(cfg.precision) {
@@ -63,7 +77,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   else if (progress != "auto")
     comm_.set_progress(progress == "poll" ? CommProgress::poll : CommProgress::thread);
   check_batch_size(cfg_, comm_.size());
-  comm_.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(cfg_.train.comm_timeout_s * 1000.0)));
+  comm_.set_timeout(comm_timeout(cfg_));
   // Where the run writes is checked before anything long runs ([Note: outputs checked first],
   // [Note: one history per folder]).
   check_outputs(cfg_, comm_);

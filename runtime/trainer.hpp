@@ -43,9 +43,11 @@ class Trainer {
  public:
   // One rank, without MPI.
   explicit Trainer(const Config& cfg);
-  // Rank comm.rank() of comm.size(); every rank constructs its Trainer with the same config.
-  // With train.device "cuda" the run computes over an NCCL communicator of its own, bootstrapped
-  // over `comm` (collective), whose memory() holds the model.
+  // Rank comm.rank() of comm.size(); collective. Every rank constructs its Trainer with the same
+  // config: the ranks first agree on it ([Note: ranks agree on the run] in runtime/agreement.hpp),
+  // and a difference ends every rank's constructor with a ConfigError naming the setting. comm's
+  // timeout becomes train.comm_timeout_s. With train.device "cuda" the run computes over an NCCL
+  // communicator of its own, bootstrapped over `comm`, whose memory() holds the model.
   Trainer(const Config& cfg, Communicator& comm);
 
   // [Note: non-finite steps] A step whose loss (the mean over ranks) or, in fp32 and bf16, global

@@ -31,5 +31,21 @@ launch -np 2 "$ztrain" train --config "$dir/c.json" --set train_batch_size=4 > "
   fail "mismatched train_batch_size should fail"
 grep -q "\[rank [01]\] error: config: train_batch_size: 4 != " "$dir/bad.out" ||
   fail "no rank-prefixed batch-size error: $(cat "$dir/bad.out")"
+# Both ranks fail at once; each error is one whole line, never interleaved with the other rank's
+# ("[rank 0] [rank 1] error: error: ..."), however slow the machine (the sanitizer build).
+grep "error:" "$dir/bad.out" | grep -v "^\[rank [01]\] error: config: train_batch_size: 4 != [^[]*\$" &&
+  fail "error lines interleaved: $(cat "$dir/bad.out")"
+
+# The cause, made visible where strace can trace: each line leaves a rank in one write(2).
+if command -v strace > /dev/null && strace -f -o /dev/null true 2> /dev/null; then
+  launch -np 2 strace -f -ff -qq -s 4096 -e trace=write -e signal=none -o "$dir/writes" \
+    "$ztrain" train --config "$dir/c.json" --set train_batch_size=4 > "$dir/bad_traced.out" 2>&1
+  whole=$(cat "$dir"/writes.* | grep -cE '^write\(2, "\[rank [01]\] error: config: train_batch_size: 4 != [^"]*\\n", ')
+  pieces=$(cat "$dir"/writes.* | grep -E '^write\(2, "(\[rank|error)' | grep -cvE '^write\(2, "\[rank [01]\] error: [^"]*\\n", ')
+  [ "$whole" -ge 1 ] && [ "$pieces" -eq 0 ] ||
+    fail "an error line left a rank in pieces ($whole whole, $pieces other writes to stderr): $(grep -h '^write(2' "$dir"/writes.*)"
+else
+  echo "skipped the one-write check: strace cannot trace here"
+fi
 
 finish "launch checks passed"

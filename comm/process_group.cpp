@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
@@ -70,6 +71,13 @@ ProcessGroup::~ProcessGroup() {
   if (mpi_) mpi_session().reset();
 #endif
 }
+
+namespace {
+std::atomic<Together> g_together{Together::no};
+}  // namespace
+
+void mark_failing_together(bool own) { g_together = own ? Together::own : Together::echoed; }
+Together failing_together() { return g_together; }
 
 std::string ProcessGroup::prefix() const { return size() > 1 ? "[rank " + std::to_string(rank()) + "] " : ""; }
 

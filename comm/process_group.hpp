@@ -12,6 +12,14 @@
 // collective. So the ranks first meet in a barrier bounded by the world's timeout, on a
 // communicator of its own (a rank still issuing the run's collectives on the world must not have
 // them matched against the barrier); a rank that does not arrive in time fails the job.
+//
+// [Note: failing together] Some errors every rank raises at the same point: a check whose outcome
+// the ranks reduced (runtime/agreed.hpp, the settings agreement). No rank needs to end the others
+// then, and several ranks calling MPI_Abort at once can crash mpirun itself (Open MPI 4.1 died in
+// its help-message aggregation, exit 139, with two ranks aborting together). The thrower marks
+// such an error (mark_failing_together); the CLI then lets every rank end as a finished run does,
+// through the end barrier and MPI_Finalize, with the error's status: the rank whose own failure it
+// is prints it, the ranks that only learnt of it print nothing more.
 #pragma once
 
 #include <memory>
@@ -35,6 +43,13 @@ enum class CommBackend { automatic, self, mpi };
 // signal or a full pipe cut it short), so that the lines of ranks sharing a terminal or a pipe
 // never interleave mid-line.
 void write_line(int fd, std::string_view line);
+
+// [Note: failing together]: the error about to be thrown is raised by every rank at this point;
+// `own`: this rank's own failure (its message is the one to print), else another rank's echoed.
+enum class Together { no, own, echoed };
+void mark_failing_together(bool own);
+// What the last mark said (Together::no if none was made).
+Together failing_together();
 
 class ProcessGroup {
  public:

@@ -8,12 +8,14 @@
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "comm/process_group.hpp"
 
 namespace zt {
 
 // Collective: runs `body` on every rank; if it threw on any rank, every rank throws: a rank that
 // failed rethrows its own exception, the others throw Error("<what> failed on rank r"), naming the
-// highest rank that failed.
+// highest rank that failed. Either is marked as failing together ([Note: failing together] in
+// comm/process_group.hpp), so the job ends on every rank without an abort.
 template <class Error = std::runtime_error, class F>
 void agreed(Communicator& comm, const std::string& what, F&& body) {
   std::exception_ptr error;
@@ -26,6 +28,7 @@ void agreed(Communicator& comm, const std::string& what, F&& body) {
   flag.data<int32_t>()[0] = error ? comm.rank() : -1;
   if (comm.size() > 1) comm.all_reduce(flag, ReduceOp::max);
   const int failed = flag.data<int32_t>()[0];
+  if (failed >= 0) mark_failing_together(error != nullptr);  // [Note: failing together]
   if (error) std::rethrow_exception(error);
   if (failed >= 0) throw Error(what + " failed on rank " + std::to_string(failed));
 }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/process_group.hpp"
 #include "offload/checksum.hpp"
 
 namespace zt {
@@ -89,6 +90,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c
   add("train.trace", t.trace);
   add("train.resume", t.resume);
   add("train.device", t.device);
+  add("train.skip_nonfinite_steps", t.skip_nonfinite_steps);
 
   add("train_micro_batch_size_per_gpu", c.micro_batch);
   add("gradient_accumulation_steps", c.grad_accum);
@@ -148,6 +150,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c
   add("checkpoint.dir", c.checkpoint.dir);
   add("checkpoint.save_interval", c.checkpoint.save_interval);
   add("checkpoint.keep_last", c.checkpoint.keep_last);
+  add("checkpoint.overwrite", c.checkpoint.overwrite);
   return s;
 }
 
@@ -166,6 +169,8 @@ void agree_on_settings(const Config& cfg, Communicator& comm) {
   bool same = true;
   for (size_t r = 1; r < static_cast<size_t>(n); ++r) same = same && heads[2 * r] == heads[0] && heads[2 * r + 1] == heads[1];
   if (same) return;
+  // Every rank ends here with the same finding: rank 0 says it ([Note: failing together]).
+  mark_failing_together(comm.rank() == 0);
   for (size_t r = 0; r < static_cast<size_t>(n); ++r)
     if (heads[2 * r] != digests.size())
       throw ConfigError("config: the ranks disagree on which settings a run has (" + std::to_string(digests.size()) +

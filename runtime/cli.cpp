@@ -179,7 +179,13 @@ int cli_main(int argc, char** argv) {
     write_line(STDERR_FILENO, "ztrain: " + std::string(e.what()) + "\n" + usage);
     return 2;
   } catch (const std::exception& e) {
-    if (several) pg->fail(e.what(), 1);
+    if (several) {
+      // [Note: failing together]: every rank is ending here; pg's destructor meets them at the end.
+      const Together together = failing_together();
+      if (together == Together::no) pg->fail(e.what(), 1);
+      if (together == Together::own) write_line(STDERR_FILENO, pg->prefix() + "error: " + std::string(e.what()));
+      return 1;
+    }
     write_line(STDERR_FILENO, "ztrain: error: " + std::string(e.what()));
     return 1;
   }

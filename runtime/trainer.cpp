@@ -46,7 +46,7 @@ std::chrono::milliseconds comm_timeout(const Config& cfg) {
 }
 
 // [Note: ranks agree on the run] in runtime/agreement.hpp: first of all, within the run's timeout.
-const Config& agreed(const Config& cfg, Communicator& comm) {
+const Config& settings_agreed(const Config& cfg, Communicator& comm) {
   comm.set_timeout(comm_timeout(cfg));
   agree_on_settings(cfg, comm);
   return cfg;
@@ -61,7 +61,7 @@ Trainer::Trainer(const Config& cfg, std::unique_ptr<Communicator> own) : Trainer
 }
 
 Trainer::Trainer(const Config& cfg, Communicator& comm)
-    : cfg_(agreed(cfg, comm)),
+    : cfg_(settings_agreed(cfg, comm)),
       device_comm_(cfg.train.device == "cuda" ? make_nccl_communicator(comm) : nullptr),
       comm_(device_comm_ ? *device_comm_ : comm),
       B_(cfg.micro_batch), T_(cfg.data.seq_len), scaler_(cfg.precision) {

@@ -6,18 +6,35 @@
 #include <cmath>
 #include <cstring>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "kernels/cpu/kernels.hpp"
+#include "runtime/file_io.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/trainer.hpp"
 
 namespace zt {
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+MetricsWriter::MetricsWriter(const std::string& path, int keep_through) : path_(path) {
+  std::ifstream earlier;
+  if (keep_through >= 0) earlier.open(path);
+  if (earlier) {
+    // The lines kept are put in place whole before the run appends ([Note: replacing a file]): a
+    // run that dies now leaves the history as it was, not cut.
+    std::string kept;
+    for (std::string l; std::getline(earlier, l);) {
+      const nlohmann::json j = nlohmann::json::parse(l, nullptr, false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= keep_through)
+        kept += l + '\n';
+    }
+    ReplacedFile file(path, "train.metrics");
+    file.file().write_at(kept.data(), kept.size(), 0);
+    file.commit();
+  }
   errno = 0;
-  out_.open(path, std::ios::trunc);
+  out_.open(path, earlier.is_open() ? std::ios::app : std::ios::trunc);
   if (!out_) throw std::runtime_error("train.metrics: cannot open '" + path + "' for writing" + reason());
 }
 

@@ -15,7 +15,10 @@ class Trace;
 
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);  // truncates; throws naming the path
+  // Starts the file anew; throws naming the path. A resumed run passes the step it resumed at
+  // (keep_through >= 0): the file's lines up to that step stay, the rest go (they belong to the
+  // steps about to run again), and the run's lines follow, so one file holds the whole history.
+  explicit MetricsWriter(const std::string& path, int keep_through = -1);
   void write(const StepStats& s);
   void write_val(int step, double val_loss);
 

@@ -274,7 +274,8 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   const TrainConfig& tc = cfg_.train;
   const bool lead = comm_.rank() == 0;
   std::unique_ptr<MetricsWriter> metrics;
-  if (!tc.metrics.empty() && lead) metrics = std::make_unique<MetricsWriter>(tc.metrics);
+  if (!tc.metrics.empty() && lead)
+    metrics = std::make_unique<MetricsWriter>(tc.metrics, tc.resume.empty() ? -1 : steps_done_);
   log(run_banner(*this));
   if (!resumed_.empty()) log(resumed_);
   if (checkpoints_ && !checkpoints_->note().empty()) log(checkpoints_->note());

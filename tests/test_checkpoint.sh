@@ -178,5 +178,26 @@ if mkdir -p "$mnt" && mount -t tmpfs -o ro none "$mnt" 2>/dev/null; then
 else
   echo "mount not permitted here: the read-only and full checkpoint folder cases are skipped"
 fi
+# One metrics file across a resume: a run of 6 steps saving at 2, 4 and 6, resumed from step_4 to
+# step 8 with the same file, leaves each step's line once (1-4 from the first run, 5-8 from the
+# resumed one) and the validations up to step 4 of the first.
+ck="$dir/ck_metrics"
+timeout 120 "$ztrain" train --config "$dir/c.json" --steps 6 --metrics "$dir/one.jsonl" --set train.val_interval=2 \
+  --set checkpoint.dir="$ck" --set checkpoint.save_interval=2 > "$dir/one_a.out" 2>&1 || fail "metrics run: $(tail -2 "$dir/one_a.out")"
+cp "$dir/one.jsonl" "$dir/one_first.jsonl"
+timeout 120 "$ztrain" train --config "$dir/c.json" --steps 8 --metrics "$dir/one.jsonl" --set train.val_interval=2 \
+  --set checkpoint.dir="$ck" --resume "$ck/step_4" > "$dir/one_b.out" 2>&1 || fail "metrics resume: $(tail -2 "$dir/one_b.out")"
+python3 - "$dir/one_first.jsonl" "$dir/one.jsonl" <<'PY' || fail "the metrics file does not hold one history across the resume"
+import json, sys
+first = [json.loads(l) for l in open(sys.argv[1])]
+both = [json.loads(l) for l in open(sys.argv[2])]
+steps = [r["step"] for r in both if "loss" in r]
+vals = [r["step"] for r in both if "val_loss" in r]
+assert steps == list(range(1, 9)), steps
+assert vals == [2, 4, 6, 8], vals
+kept = [r for r in first if r["step"] <= 4]
+assert both[:len(kept)] == kept, "the first run's lines up to step 4 changed"
+PY
+
 cat "$dir"/rs_*.cmp
 finish "checkpoint checks passed"

@@ -14,12 +14,15 @@
 // them matched against the barrier); a rank that does not arrive in time fails the job.
 //
 // [Note: failing together] Some errors every rank raises at the same point: a check whose outcome
-// the ranks reduced (runtime/agreed.hpp, the settings agreement). No rank needs to end the others
-// then, and several ranks calling MPI_Abort at once can crash mpirun itself (Open MPI 4.1 died in
-// its help-message aggregation, exit 139, with two ranks aborting together). The thrower marks
-// such an error (mark_failing_together); the CLI then lets every rank end as a finished run does,
-// through the end barrier and MPI_Finalize, with the error's status: the rank whose own failure it
-// is prints it, the ranks that only learnt of it print nothing more.
+// the ranks reduced (runtime/agreed.hpp: reading the command line and the config, the checks of
+// the settings, output paths, checkpoint I/O; the settings agreement), or one computed from values
+// already reduced (a non-finite loss or gradient norm). No rank needs to end the others then, and
+// several ranks calling MPI_Abort at once can crash mpirun itself (Open MPI 4.1 segfaults in its
+// help-message aggregation, exit 139, with two ranks aborting together: a config error every rank
+// saw did so about one time in two). The thrower marks such an error (mark_failing_together); the
+// CLI then lets every rank end as a finished run does, through the end barrier and MPI_Finalize,
+// with the error's status: the rank whose own failure it is prints it, the ranks that only learnt
+// of it print nothing more.
 #pragma once
 
 #include <memory>

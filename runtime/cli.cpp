@@ -12,6 +12,7 @@
 
 #include "comm/process_group.hpp"
 #include "models/gpt2.hpp"
+#include "runtime/agreed.hpp"
 #include "runtime/cli_flags.hpp"
 #include "runtime/config.hpp"
 #include "runtime/estimate.hpp"
@@ -34,7 +35,8 @@ constexpr const char* kUsage = R"(usage:
   ztrain --help | --version
 )";
 
-int cmd_train(int argc, char** argv, ProcessGroup& pg) {
+// The train command's flags and config file, read into the run's settings.
+Config train_config(int argc, char** argv) {
   // The shortcut flags are spelled as the --set they stand for, applied in command-line order.
   const std::map<std::string, std::string> shortcut = {{"--init-from", "model.init_from"}, {"--train-data", "data.train"},
                                                        {"--steps", "train.steps"},        {"--seed", "train.seed"},
@@ -66,7 +68,15 @@ int cmd_train(int argc, char** argv, ProcessGroup& pg) {
     }
   }
   if (config.empty()) throw UsageError("train needs --config FILE");
-  Trainer trainer(load_config(config, overrides), pg.world());
+  return load_config(config, overrides);
+}
+
+int cmd_train(int argc, char** argv, ProcessGroup& pg) {
+  // Every rank reads its own command line and file: a rank that cannot ends the others with it,
+  // and ranks that all fail alike end together ([Note: failing together]).
+  Config cfg;
+  agreed(pg.world(), "reading the command line and the configuration", [&] { cfg = train_config(argc, argv); });
+  Trainer trainer(cfg, pg.world());
   // Only rank 0 prints progress; every rank would print the same numbers.
   trainer.run([&](const std::string& line) {
     if (pg.rank() == 0) write_line(STDOUT_FILENO, line);
@@ -172,22 +182,24 @@ int cli_main(int argc, char** argv) {
     if (cmd == "estimate") return cmd_estimate(argc, argv);
     if (cmd == "export") return cmd_export(argc, argv);
     throw UsageError(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'");
-  } catch (const UsageError& e) {
-    if (several) pg->fail(e.what(), 2);
-    std::string usage = kUsage;
-    usage.pop_back();  // write_line ends the line
-    write_line(STDERR_FILENO, "ztrain: " + std::string(e.what()) + "\n" + usage);
-    return 2;
   } catch (const std::exception& e) {
-    if (several) {
-      // [Note: failing together]: every rank is ending here; pg's destructor meets them at the end.
-      const Together together = failing_together();
-      if (together == Together::no) pg->fail(e.what(), 1);
-      if (together == Together::own) write_line(STDERR_FILENO, pg->prefix() + "error: " + std::string(e.what()));
-      return 1;
+    const bool usage = dynamic_cast<const UsageError*>(&e) != nullptr;
+    const int status = usage ? 2 : 1;
+    // [Note: failing the job]: an error of this rank alone ends every rank.
+    const Together together = several ? failing_together() : Together::own;
+    if (together == Together::no) pg->fail(e.what(), status);
+    if (together == Together::own) {
+      std::string text = kUsage;
+      text.pop_back();  // write_line ends the line
+      const std::string said = usage ? "ztrain: " + std::string(e.what()) + "\n" + text
+                                     : (several ? "" : "ztrain: ") + std::string("error: ") + e.what();
+      write_line(STDERR_FILENO, pg->prefix() + said);
     }
-    write_line(STDERR_FILENO, "ztrain: error: " + std::string(e.what()));
-    return 1;
+    // [Note: failing together]: every rank is ending here, and pg's destructor meets them at the
+    // end. The first rank to exit non-zero has mpirun end the others with SIGTERM, which, the error
+    // said, must not add "stopped by SIGTERM": the guard goes (nothing is left for it to clean).
+    signals.reset();
+    return status;
   }
 }
 

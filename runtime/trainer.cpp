@@ -64,6 +64,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     : cfg_(settings_agreed(cfg, comm)),
       device_comm_(cfg.train.device == "cuda" ? make_nccl_communicator(comm) : nullptr),
       comm_(device_comm_ ? *device_comm_ : comm),
+      host_comm_(comm),
       B_(cfg.micro_batch), T_(cfg.data.seq_len), scaler_(cfg.precision) {
   // threads = 0 shares the host's cores among the ranks on it: oversubscribed OpenMP teams spin
   // at their barriers and run many times slower.
@@ -76,26 +77,34 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
                                                                                       : CommProgress::thread);
   else if (progress != "auto")
     comm_.set_progress(progress == "poll" ? CommProgress::poll : CommProgress::thread);
-  check_batch_size(cfg_, comm_.size());
   comm_.set_timeout(comm_timeout(cfg_));
+  // Checked together: most of these fail alike on every rank; model.init_from and the host's
+  // memory are each rank's own ([Note: failing together]).
+  GPT2Dims dims;
+  const bool on_device = comm_.memory().device() != Device::cpu;
+  agreed<ConfigError>(host_comm_, "checking the settings", [&] {
+    dims = resolve_dims(cfg_);
+    check_batch_size(cfg_, comm_.size());
+    if (cfg_.data.format == "bytes" && dims.vocab_size < 256)
+      throw ConfigError("config: model.vocab_size: " + std::to_string(dims.vocab_size) +
+                        " is smaller than the byte vocabulary (256)");
+    if (T_ > dims.max_seq_len)
+      throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +
+                        std::to_string(dims.max_seq_len));
+    if (cfg_.model.wte_units > 0 && dims.padded_vocab_size % cfg_.model.wte_units != 0)
+      throw ConfigError("config: model.wte_units: " + std::to_string(cfg_.model.wte_units) +
+                        " does not divide padded_vocab_size " + std::to_string(dims.padded_vocab_size));
+    // The CUDA cross-entropy takes the logits in one piece: the head is one unit there.
+    if (on_device && cfg_.model.wte_units > 1)
+      throw ConfigError("config: model.wte_units: " + std::to_string(cfg_.model.wte_units) + " on device " +
+                        cfg_.train.device + "; its cross-entropy kernel takes the logits whole (wte_units 1)");
+    // [Note: memory floor]: before anything of the model is allocated.
+    check_fits_host(cfg_, gpt2_num_params_f64(dims), comm_.size(), comm_.local_size());
+  });
   // Where the run writes is checked before anything long runs ([Note: outputs checked first],
   // [Note: one history per folder]).
-  check_outputs(cfg_, comm_);
-  if (cfg_.checkpoint.save_interval > 0) checkpoints_ = std::make_unique<CheckpointRoot>(cfg_, comm_);
-  const GPT2Dims dims = resolve_dims(cfg_);
-  if (T_ > dims.max_seq_len)
-    throw ConfigError("config: data.seq_len: " + std::to_string(T_) + " exceeds the model's max_seq_len " +
-                      std::to_string(dims.max_seq_len));
-  if (cfg_.model.wte_units > 0 && dims.padded_vocab_size % cfg_.model.wte_units != 0)
-    throw ConfigError("config: model.wte_units: " + std::to_string(cfg_.model.wte_units) +
-                      " does not divide padded_vocab_size " + std::to_string(dims.padded_vocab_size));
-  // The CUDA cross-entropy takes the logits in one piece: the head is one unit there.
-  const bool on_device = comm_.memory().device() != Device::cpu;
-  if (on_device && cfg_.model.wte_units > 1)
-    throw ConfigError("config: model.wte_units: " + std::to_string(cfg_.model.wte_units) + " on device " +
-                      cfg_.train.device + "; its cross-entropy kernel takes the logits whole (wte_units 1)");
-  // [Note: memory floor]: before anything of the model is allocated.
-  check_fits_host(cfg_, gpt2_num_params_f64(dims), comm_.size(), comm_.local_size());
+  check_outputs(cfg_, host_comm_);
+  if (cfg_.checkpoint.save_interval > 0) checkpoints_ = std::make_unique<CheckpointRoot>(cfg_, host_comm_);
   model_ = std::make_unique<GPT2>(dims, on_device ? 1 : cfg_.model.wte_units);
   engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer,
                                          dtype_from_name(cfg_.precision.dtype), cfg_.aio);
@@ -117,9 +126,6 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
   if (!cfg_.data.val.empty() || cfg_.data.format == "bytes")
     val_ = make_loader(cfg_.data, Split::val, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
-  if (train_->vocab_limit() > dims.vocab_size && cfg_.data.format == "bytes")
-    throw ConfigError("config: model.vocab_size: " + std::to_string(dims.vocab_size) +
-                      " is smaller than the byte vocabulary (256)");
   for (DataLoader* l : {train_.get(), val_.get()})
     if (l) l->limit_tokens(dims.vocab_size);
   // More validation batches than the data holds would wrap around and count some batches twice:
@@ -248,6 +254,9 @@ void Trainer::throw_nonfinite(double loss, double norm) const {
     msg += "; the newest checkpoint is " + last_saved_ + ", and keep_last kept the ones before it";
   msg += limit > 0 ? "; the run diverges: lower the learning rate or resume from an earlier checkpoint"
                    : "; lower the learning rate, or let train.skip_nonfinite_steps skip such steps";
+  // The loss and the norm are reduced over the ranks, so every rank stops here alike: rank 0 says
+  // it ([Note: failing together]).
+  mark_failing_together(comm_.rank() == 0);
   throw std::runtime_error(msg);
 }
 
@@ -302,7 +311,7 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   if (checkpoints_) checkpoints_->confirm();
   // Every rank takes part in gathering the parameters, a unit at a time; rank 0 writes them.
   if (!tc.save_model.empty()) {
-    agreed(comm_, "train.save_model: writing '" + tc.save_model + "'", [&] {
+    agreed(host_comm_, "train.save_model: writing '" + tc.save_model + "'", [&] {
       write_gathered_model(*engine_, *model_, comm_.rank(), "llmc", tc.save_model, "train.save_model", DType::f32);
     });
     log("saved model to " + tc.save_model);

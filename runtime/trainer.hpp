@@ -89,6 +89,9 @@ class Trainer {
   std::unique_ptr<Communicator> own_comm_;  // the Self communicator of the one-rank constructor
   std::unique_ptr<Communicator> device_comm_;  // NCCL, for train.device "cuda"
   Communicator& comm_;
+  // The communicator the Trainer was given: host buffers, so the ranks' agreements (checks that
+  // end every rank together, runtime/agreed.hpp) go over it whichever comm_ computes.
+  Communicator& host_comm_;
   int B_, T_;
   std::unique_ptr<GPT2> model_;
   Tape tape_;

@@ -17,7 +17,7 @@ namespace {
 using Settings = std::vector<std::pair<std::string, std::string>>;
 
 Settings settings_with(std::initializer_list<std::string> sets) {
-  json j = {{"data", {{"train", "shards/*_train_*.bin"}}}, {"checkpoint", {{"dir", "ck"}}}};
+  json j = {{"data", {{"train", "shards/*_train_*.bin"}, {"val", "shards/*_val_*.bin"}}}, {"checkpoint", {{"dir", "ck"}}}};
   for (const auto& s : sets) zt::apply_override(j, s);
   return zt::shared_settings(zt::parse_config(j));
 }
@@ -66,6 +66,8 @@ TEST_CASE("a setting that decides the run changes its own entry, and only that")
       {"fp16.enabled=true", {"fp16.enabled"}},
       {"checkpoint.save_interval=5", {"checkpoint.save_interval"}},
       {"checkpoint.dir=other", {"checkpoint.dir"}},
+      {"checkpoint.overwrite=true", {"checkpoint.overwrite"}},
+      {"train.skip_nonfinite_steps=2", {"train.skip_nonfinite_steps"}},
   };
   for (const auto& c : cases) {
     const std::string& set = c.first;

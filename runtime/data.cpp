@@ -95,7 +95,13 @@ std::vector<std::string> glob_sorted(const std::string& pattern) {
   std::vector<std::string> out;
   if (rc == 0) out.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
   ::globfree(&g);
-  if (rc == GLOB_NOMATCH || (rc == 0 && out.empty())) fail("no file matches '" + pattern + "'");
+  if (rc == GLOB_NOMATCH || (rc == 0 && out.empty())) {
+    // A relative pattern names the folder it was looked for in: ranks on other hosts (or started
+    // in another folder) resolve it elsewhere.
+    std::error_code ec;
+    const std::string where = pattern.starts_with('/') ? "" : " in '" + std::filesystem::current_path(ec).string() + "'";
+    fail("no file matches '" + pattern + "'" + where);
+  }
   if (rc != 0) fail("cannot expand '" + pattern + "' (read error)");
   std::sort(out.begin(), out.end());
   return out;

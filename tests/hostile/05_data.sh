@@ -35,9 +35,14 @@ if [ "$(id -u)" -ne 0 ]; then  # root reads anything
   cp "$dir/data/small.txt" "$dir/data/locked.txt" && chmod 000 "$dir/data/locked.txt"
   probe data_unreadable 1 20 "locked.txt: cannot open: Permission denied" -- data_run --set data.train="$dir/data/locked.txt"
 fi
-# Two ranks, one of which sees a bad shard list (different globs per rank): the job ends naming it.
-probe data_one_rank_bad 1 40 "\[rank 1\] error: .*data: no file matches" -- "${mp[@]}" -np 1 "$ztrain" train --config "$dir/data.json" : \
-  -np 1 "$ztrain" train --config "$dir/data.json" --set data.train="$dir/data/absent*"
+# Two ranks with the same settings whose data is there for one only (a relative glob, resolved in
+# each rank's own folder, as on hosts where a mount is missing): the job ends naming the rank, the
+# pattern and the folder it was looked for in.
+mkdir -p "$dir/data/here/shards" "$dir/data/there"
+cp /usr/share/common-licenses/GPL-3 "$dir/data/here/shards/"
+probe data_one_rank_bad 1 40 "\[rank 1\] error: data: no file matches 'shards/\*' in '$dir/data/there'" -- "${mp[@]}" \
+  -np 1 -wdir "$dir/data/here" "$ztrain" train --config "$dir/data.json" --set data.train='shards/*' : \
+  -np 1 -wdir "$dir/data/there" "$ztrain" train --config "$dir/data.json" --set data.train='shards/*'
 # A corpus far larger than a run needs (a sparse 3 GiB file: gigabytes of zeros that cost no disk)
 # trains with the memory of a small one: batches are read where they lie, never loaded whole.
 truncate -s 3G "$dir/data/huge.txt"

@@ -40,6 +40,7 @@ SH
 ended_within() {
   local s
   s=$(sed -n 's/^the job ended \([0-9.]*\) s after the signal$/\1/p' "$dir/$1.out")
+  echo "$1: the job ended ${s:-?} s after the signal"
   [ -n "$s" ] && awk -v s="$s" -v m="$2" 'BEGIN { exit !(s <= m) }' ||
     fail "$1: the job ended ${s:-?} s after the signal, expected within $2 s"
 }

@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #ifdef ZT_HAVE_MPI
 #include "comm/mpi_communicator.hpp"
@@ -97,7 +100,15 @@ void ProcessGroup::log(std::string_view line) const { write_line(STDOUT_FILENO, 
 void ProcessGroup::fail(std::string_view what, int code) {
   write_line(STDERR_FILENO, prefix() + "error: " + std::string(what));
 #ifdef ZT_HAVE_MPI
-  if (mpi_ && size() > 1) mpi_abort_job(code);
+  if (mpi_ && size() > 1) {
+    // [Note: failing together]: ranks that abort at once can crash mpirun, and failures that are
+    // not agreed still come together: the ranks a stopped rank left waiting all time out within
+    // a few milliseconds, and the stopped rank itself, continued by mpirun to be ended, finds its
+    // own deadline passed. So the aborts are spread out by rank: the first one ends the job, and
+    // mpirun's SIGTERM ends the later ones while they wait (their errors are said already).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + 20 * std::min(rank(), 100)));
+    mpi_abort_job(code);
+  }
 #endif
   std::exit(code);
 }

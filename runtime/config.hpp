@@ -99,8 +99,9 @@ struct SchedulerConfig {
   double cos_min_ratio = 0.0001;    // WarmupCosineLR
 };
 
-// DeepSpeed's zero_optimization.offload_optimizer and offload_param ([Note: offload] in
-// runtime/zero/offload.hpp). Sizes in elements.
+// DeepSpeed's zero_optimization.offload_optimizer and offload_param ([Note: optimizer offload]
+// in runtime/zero/optimizer_offload.hpp, [Note: parameter offload] in runtime/zero/param_offload.hpp).
+// Sizes in elements.
 struct OffloadConfig {
   std::string device = "none";  // "none", "cpu" or "nvme"
   std::string nvme_path;        // nvme: the folder swap files go under (<nvme_path>/<job>/rank<r>/)

@@ -20,7 +20,8 @@ namespace zt::test {
 
 using cuda::bf16;
 
-// Relative error bounds (tests/cuda/README in the issue: f32 ~1e-5, bf16 ~1e-2).
+// Relative error bounds: f32 results agree with the CPU twin to ~1e-5; bf16 holds 8 bits of
+// mantissa, so ~1e-2.
 template <class T> constexpr double kTol = std::is_same_v<T, float> ? 1e-5 : 1e-2;
 
 inline float round_to(float x, float) { return x; }

@@ -2,7 +2,7 @@
 
 #include "runtime/agreed.hpp"
 #include "runtime/checkpoint_writer.hpp"
-#include "runtime/export.hpp"
+#include "runtime/model_writer.hpp"
 #include "runtime/file_io.hpp"
 
 #include <fcntl.h>

@@ -1,7 +1,5 @@
 #include "runtime/metrics.hpp"
 
-#include <omp.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -10,10 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "kernels/cpu/kernels.hpp"
 #include "runtime/file_io.hpp"
 #include "runtime/trace.hpp"
-#include "runtime/trainer.hpp"
 
 namespace zt {
 
@@ -73,37 +69,6 @@ std::string human_bytes(size_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
   return buf;
-}
-
-std::string run_banner(const Trainer& t) {
-  const Config& c = t.config();
-  const GPT2Dims& d = t.model().dims();
-  static const char* const kSharded[] = {"nothing sharded (DDP)", "AdamW states sharded",
-                                         "gradients and AdamW states sharded",
-                                         "parameters, gradients and AdamW states sharded"};
-  char buf[768];
-  std::snprintf(buf, sizeof buf,
-                "model gpt2: n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), max_seq_len %d, %.2fM parameters\n"
-                "batch: micro %d x accumulation %d x %d ranks (%s, %d on this host), seq_len %d (%d tokens a step); "
-                "%d threads a rank; %d steps\n"
-                "ZeRO stage %d: %s; %s; collectives progress by %s",
-                d.n_layer, d.n_head, d.n_embd, d.vocab_size, d.padded_vocab_size, d.max_seq_len,
-                static_cast<double>(gpt2_num_params(d)) / 1e6, c.micro_batch, c.grad_accum, t.comm().size(),
-                std::string(t.comm().backend()).c_str(), t.comm().local_size(), c.data.seq_len,
-                c.micro_batch * c.grad_accum * t.comm().size() * c.data.seq_len, cpu::num_threads(), c.train.steps,
-                c.zero.stage, kSharded[c.zero.stage],
-                c.precision.dtype == "f32" ? "fp32" : c.precision.dtype == "bf16" ? "bf16 parameters and gradients, fp32 masters"
-                                                                                   : "fp16 parameters and gradients, fp32 masters, loss scaling",
-                t.comm().progress() == CommProgress::poll ? "polling at unit boundaries" : "a progress thread");
-  std::string banner = buf;
-  // An oversubscribed OpenMP team spins at its barriers: a step runs many times slower, not a bit.
-  const int cores = omp_get_num_procs(), ranks_here = t.comm().local_size();
-  if (cpu::num_threads() * ranks_here > cores)
-    banner += "\nwarning: train.threads " + std::to_string(cpu::num_threads()) + " x " + std::to_string(ranks_here) +
-              " ranks on this host exceed its " + std::to_string(cores) +
-              " cores; steps will run many times slower (train.threads 0 shares the cores among the ranks)";
-  if (const std::string off = t.engine().offload_summary(); !off.empty()) banner += "\n" + off;
-  return banner;
 }
 
 std::string progress_line(const StepStats& s, int total_steps) {

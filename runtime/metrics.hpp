@@ -9,9 +9,22 @@
 
 namespace zt {
 
-struct StepStats;
-class Trainer;
 class Trace;
+
+// What one optimizer step did, as the progress line and the metrics file report it.
+struct StepStats {
+  int step = 0;  // 1-based, after the update
+  double loss = 0;       // mean over the step's micro-batches, before the update
+  double lr = 0;
+  double grad_norm = 0;  // before clipping (inf for a skipped step)
+  double loss_scale = 0;  // fp16's, this step's; 0 without fp16
+  bool skipped = false;   // no update: fp16's overflow, or a non-finite step under skip_nonfinite_steps
+  bool nonfinite = false;  // the loss or (fp32, bf16) the gradient norm was inf or NaN
+  double ms = 0;
+  double tokens_per_s = 0;
+  double tflops = 0;     // achieved, llm.c's FLOP count
+  MemSnapshot mem;       // peaks are this step's
+};
 
 class MetricsWriter {
  public:
@@ -29,7 +42,6 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-std::string run_banner(const Trainer& t);
 std::string progress_line(const StepStats& s, int total_steps);
 std::string val_line(int step, double val_loss);
 std::string human_bytes(size_t bytes);

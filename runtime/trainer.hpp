@@ -14,26 +14,13 @@
 #include "runtime/config.hpp"
 #include "runtime/data.hpp"
 #include "runtime/loss_scaler.hpp"
+#include "runtime/metrics.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/zero/engine.hpp"
 #include "tensor/allocator.hpp"
 #include "tensor/tape.hpp"
 
 namespace zt {
-
-struct StepStats {
-  int step = 0;  // 1-based, after the update
-  double loss = 0;       // mean over the step's micro-batches, before the update
-  double lr = 0;
-  double grad_norm = 0;  // before clipping (inf for a skipped step)
-  double loss_scale = 0;  // fp16's, this step's; 0 without fp16
-  bool skipped = false;   // no update: fp16's overflow, or a non-finite step under skip_nonfinite_steps
-  bool nonfinite = false;  // the loss or (fp32, bf16) the gradient norm was inf or NaN
-  double ms = 0;
-  double tokens_per_s = 0;
-  double tflops = 0;     // achieved, llm.c's FLOP count
-  MemSnapshot mem;       // peaks are this step's
-};
 
 // Dimensions from the config, or from model.init_from (runtime/weights.hpp); with init_from,
 // dimensions the config also gives must agree (ConfigError naming both values).

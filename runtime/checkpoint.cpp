@@ -41,7 +41,8 @@ using Region = ZeroEngine::StateRegion;
 constexpr const char* kFormat = "ztrain-checkpoint";
 constexpr int kVersion = 1;
 constexpr int kRegions = 4;
-constexpr const char* kRegionNames[kRegions] = {"param", "master", "m", "v"};
+constexpr const char* kRegionNames[kRegions] = {"param", "master", "m", "v"};  // by Region
+constexpr size_t at(Region r) { return static_cast<size_t>(r); }
 
 std::string hex(uint64_t v) {
   char b[17];
@@ -62,9 +63,9 @@ Layout layout_of(const ZeroEngine& engine) {
     std::array<uint64_t, kRegions> off{}, len{};
     const auto M = static_cast<uint64_t>(x.master_numel());
     const size_t wire = dtype_size(x.param_shard().dtype());
-    len[0] = M * wire;
-    len[1] = wire == sizeof(float) ? 0 : M * sizeof(float);
-    len[2] = len[3] = M * sizeof(float);
+    len[at(Region::param)] = M * wire;
+    len[at(Region::master)] = wire == sizeof(float) ? 0 : M * sizeof(float);  // the params are the masters
+    len[at(Region::m)] = len[at(Region::v)] = M * sizeof(float);
     for (int r = 0; r < kRegions; ++r) {  // [Note: direct checkpoint writes]: aligned regions
       constexpr uint64_t a = RankFileWriter::kAlignment;
       off[r] = l.total = (l.total + a - 1) / a * a;
@@ -248,7 +249,7 @@ void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, Z
 
 using nlohmann::json;
 
-struct SavedCheckpoint::Region {
+struct SavedCheckpoint::Place {
   uint64_t offset = 0, bytes = 0, checksum = 0;
 };
 
@@ -335,8 +336,8 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
         const int u = g.at("unit").get<int>();
         const auto ri = static_cast<size_t>(std::find(kRegionNames, kRegionNames + kRegions, g.at("region").get<std::string>()) - kRegionNames);
         if (u < 0 || static_cast<size_t>(u) >= U || ri >= kRegions) throw bad("a region names no unit or region");
-        const uint64_t esize = ri == 0 ? dtype_size(wire_) : sizeof(float);
-        Region r{g.at("offset").get<uint64_t>(), g.at("bytes").get<uint64_t>(),
+        const uint64_t esize = ri == at(Region::param) ? dtype_size(wire_) : sizeof(float);
+        Place r{g.at("offset").get<uint64_t>(), g.at("bytes").get<uint64_t>(),
                  std::stoull(g.at("checksum").get<std::string>(), nullptr, 16)};
         if (r.bytes != static_cast<uint64_t>(shard_[size_t(u)]) * esize) throw bad("a region's length does not match its unit's shard");
         regions_.back()[size_t(u)][ri] = r;
@@ -391,30 +392,30 @@ void SavedCheckpoint::verify(int u, int64_t b, int64_t e) {
   pieces(u, b, e, [&](int r, int64_t, int64_t) {
     Fd f(files_[size_t(r)], O_RDONLY);
     for (int ri = 0; ri < kRegions; ++ri) {
-      const Region& g = regions_[size_t(r)][size_t(u)][size_t(ri)];
+      const Place& g = regions_[size_t(r)][size_t(u)][size_t(ri)];
       verify_region(f, files_[size_t(r)], g.offset, g.bytes, g.checksum, names_[size_t(u)], kRegionNames[ri], buf);
     }
   });
 }
 
-void SavedCheckpoint::read(int u, int region, int64_t b, int64_t e, void* dst, DType type) {
-  const DType stored = region == 0 ? wire_ : DType::f32;
+void SavedCheckpoint::read(int u, Region region, int64_t b, int64_t e, void* dst, DType type) {
+  const DType stored = region == Region::param ? wire_ : DType::f32;
   const size_t ss = dtype_size(stored), ds = dtype_size(type);
   if (fds_.empty()) fds_.resize(files_.size());
   pieces(u, b, e, [&](int r, int64_t pb, int64_t pe) {
     auto& fd = fds_[size_t(r)];
     if (!fd) fd = std::make_unique<Fd>(files_[size_t(r)], O_RDONLY);
     const int64_t first = stage_ == 0 ? 0 : int64_t{r} * shard_[size_t(u)];
-    const Region& g = regions_[size_t(r)][size_t(u)][size_t(region)];
-    const uint64_t at = g.offset + static_cast<uint64_t>(pb - first) * ss;
+    const Place& g = regions_[size_t(r)][size_t(u)][at(region)];
+    const uint64_t offset = g.offset + static_cast<uint64_t>(pb - first) * ss;
     const size_t count = static_cast<size_t>(pe - pb);
     char* out = static_cast<char*>(dst) + static_cast<size_t>(pb - b) * ds;
     bool ok;
     if (stored == type) {
-      ok = fd->read_at(out, count * ss, at);
+      ok = fd->read_at(out, count * ss, offset);
     } else {
       bounce_.resize(count * ss);
-      ok = fd->read_at(bounce_.data(), count * ss, at);
+      ok = fd->read_at(bounce_.data(), count * ss, offset);
       if (ok) cpu::cast(out, type, bounce_.data(), stored, count);
     }
     if (!ok) throw CheckpointError("checkpoint: '" + files_[size_t(r)] + "' was truncated while it was read");
@@ -422,7 +423,7 @@ void SavedCheckpoint::read(int u, int region, int64_t b, int64_t e, void* dst, D
 }
 
 void SavedCheckpoint::read_master(int u, int64_t b, int64_t e, float* dst) {
-  read(u, wire_ == DType::f32 ? 0 : 1, b, e, dst, DType::f32);
+  read(u, wire_ == DType::f32 ? Region::param : Region::master, b, e, dst, DType::f32);
 }
 
 void check_resume(const SavedCheckpoint& saved, const Config& cfg, int world_size) {
@@ -484,12 +485,12 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
     const int64_t end = std::min(e, numel);
     switch (r) {
       case Region::param:  // the shard as saved, or the master rounded to this run's wire dtype
-        if (type == saved_wire) saved->read(u, 0, b, end, data, type);
-        else saved->read(u, saved_wire == DType::f32 ? 0 : 1, b, end, data, type);
+        if (type == saved_wire) saved->read(u, Region::param, b, end, data, type);
+        else saved->read(u, saved_wire == DType::f32 ? Region::param : Region::master, b, end, data, type);
         break;
       case Region::master: saved->read_master(u, b, end, static_cast<float*>(data)); break;
-      case Region::m: saved->read(u, 2, b, end, data, DType::f32); break;
-      case Region::v: saved->read(u, 3, b, end, data, DType::f32); break;
+      case Region::m:
+      case Region::v: saved->read(u, r, b, end, data, DType::f32); break;
     }
   }, true);
 

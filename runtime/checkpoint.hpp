@@ -91,14 +91,14 @@ class SavedCheckpoint {
   // checksum (reading them whole).
   void verify(int u, int64_t b, int64_t e);
   // Elements [b, e) (within numel) of region `region` of unit u, converted to `type`, into dst.
-  void read(int u, int region, int64_t b, int64_t e, void* dst, DType type);
-  // The fp32 master of elements [b, e): region 1 of 16-bit runs, the parameters of fp32 ones.
+  void read(int u, ZeroEngine::StateRegion region, int64_t b, int64_t e, void* dst, DType type);
+  // The fp32 master of elements [b, e): the master region of 16-bit runs, the parameters of fp32 ones.
   void read_master(int u, int64_t b, int64_t e, float* dst);
   // A CheckpointError about meta.json.
   CheckpointError bad(const std::string& what) const;
 
  private:
-  struct Region;
+  struct Place;  // where a region of a unit lies in a rank file, and its checksum
   // Calls fn(rank, b', e') for each saved rank file holding part [b', e') of [b, e).
   void pieces(int u, int64_t b, int64_t e, const std::function<void(int, int64_t, int64_t)>& fn) const;
 
@@ -111,7 +111,7 @@ class SavedCheckpoint {
   Batch batch_;
   std::vector<int64_t> numel_, shard_;
   std::vector<std::string> names_, files_;
-  std::vector<std::vector<std::array<Region, 4>>> regions_;  // [rank][unit][region]
+  std::vector<std::vector<std::array<Place, 4>>> regions_;  // [rank][unit][region]
   std::vector<std::unique_ptr<CheckpointFile>> fds_;
   std::vector<char> bounce_;
 };

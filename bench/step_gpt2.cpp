@@ -85,10 +85,9 @@ int main(int argc, char** argv) {
   }
   std::filesystem::remove_all(dir);
 
-  const zt::GPT2Dims& d = trainer.model().dims();
   const double tokens_per_step = static_cast<double>(a["batch"] * a["seq"]);
   const double step_ms = median(ms);
-  const double gflops = zt::gpt2_flops_per_token(d, static_cast<int>(a["seq"])) * tokens_per_step / (step_ms / 1e3) / 1e9;
+  const double gflops = trainer.model().flops_per_token(static_cast<int>(a["seq"])) * tokens_per_step / (step_ms / 1e3) / 1e9;
   const double steps = static_cast<double>(ms.size());
 
   std::printf("%-14s %10s %10s %8s\n", "op", "fwd ms", "bwd ms", "share");
@@ -101,7 +100,7 @@ int main(int argc, char** argv) {
               step_ms, total / steps * 1e3, tokens_per_step / (step_ms / 1e3), gflops, 100 * gflops / sgemm, sgemm,
               a["sgemm"], static_cast<double>(last.mem.total_peak) / (1 << 20));
   nlohmann::json out = {{"impl", "ztrain"}, {"threads", zt::cpu::num_threads()}, {"B", a["batch"]}, {"T", a["seq"]},
-                        {"params", zt::gpt2_num_params(d)}, {"ms_per_step", step_ms},
+                        {"params", trainer.model().num_params()}, {"ms_per_step", step_ms},
                         {"tokens_per_s", tokens_per_step / (step_ms / 1e3)}, {"gflops", gflops},
                         {"sgemm_gflops", sgemm}, {"peak_bytes", last.mem.total_peak}};
   std::printf("%s\n", out.dump().c_str());

@@ -4,6 +4,7 @@
 
 #include "fuzz/fuzz_input.hpp"
 #include "models/gpt2.hpp"
+#include "models/llmc_format.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = zt::fuzz::write_input("model.bin", data, size);

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernels/backend.hpp"
 #include "kernels/ops.hpp"
 #include "models/init.hpp"
 
@@ -13,23 +12,31 @@ namespace zt {
 namespace {
 
 // llm.c's per-layer tensors, in its order; offsets below follow this order within a block.
+// Each with Hugging Face's name within "h.<layer>."; its Conv1D weights are stored (in, out).
 struct BlockParam {
   const char* name;
   int rows_mult;  // rows as a multiple of C (0: a vector)
   int cols_mult;  // columns as a multiple of C
   bool decay;
+  const char* hf_name;
 };
 constexpr BlockParam kBlockParams[] = {
-    {"ln1w", 0, 1, false},     {"ln1b", 0, 1, false},     {"qkvw", 3, 1, true},     {"qkvb", 0, 3, false},
-    {"attprojw", 1, 1, true},  {"attprojb", 0, 1, false}, {"ln2w", 0, 1, false},    {"ln2b", 0, 1, false},
-    {"fcw", 4, 1, true},       {"fcb", 0, 4, false},      {"fcprojw", 1, 4, true},  {"fcprojb", 0, 1, false},
+    {"ln1w", 0, 1, false, "ln_1.weight"},          {"ln1b", 0, 1, false, "ln_1.bias"},
+    {"qkvw", 3, 1, true, "attn.c_attn.weight"},    {"qkvb", 0, 3, false, "attn.c_attn.bias"},
+    {"attprojw", 1, 1, true, "attn.c_proj.weight"}, {"attprojb", 0, 1, false, "attn.c_proj.bias"},
+    {"ln2w", 0, 1, false, "ln_2.weight"},          {"ln2b", 0, 1, false, "ln_2.bias"},
+    {"fcw", 4, 1, true, "mlp.c_fc.weight"},        {"fcb", 0, 4, false, "mlp.c_fc.bias"},
+    {"fcprojw", 1, 4, true, "mlp.c_proj.weight"},  {"fcprojb", 0, 1, false, "mlp.c_proj.bias"},
 };
 enum BlockIndex { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB };
 
-void add_param(UnitLayout& u, std::string name, int layer, Shape shape, bool decay, int tensor, int64_t row0 = 0) {
-  const int64_t n = shape_numel(shape);
-  u.params.push_back({std::move(name), layer, std::move(shape), u.numel, decay, tensor, row0});
-  u.numel += n;
+// A whole tensor (or wte's rows from row0) as Hugging Face's GPT2LMHeadModel names it; its
+// matrices in the blocks are Conv1D's, stored transposed.
+void add(UnitLayout& u, std::string name, int layer, Shape shape, bool decay, int tensor, std::string hf_name,
+         int64_t hf_rows, int64_t row0 = 0) {
+  const bool transposed = layer >= 0 && shape.size() == 2;
+  add_param(u, {std::move(name), layer, std::move(shape), 0, decay, tensor, row0, true, std::move(hf_name), hf_rows,
+                transposed});
 }
 
 Shape block_shape(const BlockParam& p, int64_t C) {
@@ -38,23 +45,7 @@ Shape block_shape(const BlockParam& p, int64_t C) {
 
 }  // namespace
 
-void store_f32(const Tensor& t, const Tensor& host) {
-  if (t.dtype() == DType::f32) return t.copy_from(host);
-  const Tensor low = Tensor::empty(t.shape(), t.dtype(), MemCategory::other);
-  backend(Device::cpu).cast(low, host);
-  t.copy_from(low);
-}
-
-Tensor host_f32(const Tensor& t) {
-  if (t.device() == Device::cpu && t.dtype() == DType::f32) return t;
-  const Tensor here = t.on(cpu_allocator(), MemCategory::other);
-  if (here.dtype() == DType::f32) return here;
-  Tensor wide = Tensor::empty(t.shape(), DType::f32, MemCategory::other);
-  backend(Device::cpu).cast(wide, here);
-  return wide;
-}
-
-int gpt2_wte_units(const GPT2Dims& d) {
+int gpt2_wte_units(const ModelDims& d) {
   int64_t block = 0;
   for (const BlockParam& p : kBlockParams) block += shape_numel(block_shape(p, d.n_embd));
   const int Vp = d.padded_vocab_size;
@@ -63,7 +54,7 @@ int gpt2_wte_units(const GPT2Dims& d) {
   return Vp;
 }
 
-std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d, int wte_units) {
+std::vector<UnitLayout> gpt2_layout(const ModelDims& d, int wte_units) {
   const int64_t C = d.n_embd;
   const int K = wte_units ? wte_units : gpt2_wte_units(d);
   if (K < 1 || d.padded_vocab_size % K)
@@ -72,93 +63,90 @@ std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d, int wte_units) {
   const int64_t R = d.padded_vocab_size / K;
   std::vector<UnitLayout> units;
   UnitLayout emb{"embedding", {}, 0};
-  add_param(emb, "wte", -1, {R, C}, true, 0);
-  add_param(emb, "wpe", -1, {d.max_seq_len, C}, true, 1);
+  add(emb, "wte", -1, {R, C}, true, 0, "wte.weight", d.vocab_size);
+  add(emb, "wpe", -1, {d.max_seq_len, C}, true, 1, "wpe.weight", d.max_seq_len);
   units.push_back(std::move(emb));
   for (int k = 1; k < K; ++k) {
     UnitLayout w{"wte" + std::to_string(k), {}, 0};
-    add_param(w, "wte", -1, {R, C}, true, 0, k * R);
+    add(w, "wte", -1, {R, C}, true, 0, "wte.weight", d.vocab_size, k * R);
     units.push_back(std::move(w));
   }
   int tensor = 2;
   for (int l = 0; l < d.n_layer; ++l) {
     UnitLayout b{"block" + std::to_string(l), {}, 0};
-    for (const BlockParam& p : kBlockParams) add_param(b, p.name, l, block_shape(p, C), p.decay, tensor++);
+    for (const BlockParam& p : kBlockParams) {
+      const Shape shape = block_shape(p, C);
+      add(b, p.name, l, shape, p.decay, tensor++, "h." + std::to_string(l) + "." + p.hf_name, shape[0]);
+    }
     units.push_back(std::move(b));
   }
   UnitLayout fin{"final", {}, 0};
-  add_param(fin, "lnfw", -1, {C}, false, tensor++);
-  add_param(fin, "lnfb", -1, {C}, false, tensor++);
+  add(fin, "lnfw", -1, {C}, false, tensor++, "ln_f.weight", C);
+  add(fin, "lnfb", -1, {C}, false, tensor++, "ln_f.bias", C);
   units.push_back(std::move(fin));
   return units;
 }
 
-int64_t gpt2_num_params(const GPT2Dims& d) {
+int64_t gpt2_num_params(const ModelDims& d) {
   // By formula, not by building the layout: a header's dimensions can be huge (the fuzzer found a
   // padded vocabulary that made the layout millions of units long).
   const int64_t C = d.n_embd, L = d.n_layer;
   return int64_t{d.padded_vocab_size} * C + int64_t{d.max_seq_len} * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
-int64_t gpt2_deepspeed_largest_layer(const GPT2Dims& d) {
+int64_t gpt2_deepspeed_largest_layer(const ModelDims& d) {
   const int64_t C = d.n_embd;
   return std::max({int64_t{d.padded_vocab_size} * C, int64_t{d.max_seq_len} * C, 4 * C * C + 4 * C});
 }
 
-double gpt2_num_params_f64(const GPT2Dims& d) {
+double gpt2_num_params_f64(const ModelDims& d) {
   const double C = d.n_embd;
   return (static_cast<double>(d.padded_vocab_size) + d.max_seq_len) * C + static_cast<double>(d.n_layer) * (12 * C * C + 13 * C) +
          2 * C;
 }
 
-double gpt2_flops_per_token(const GPT2Dims& d, int T) {
+double gpt2_flops_per_token(const ModelDims& d, int T) {
   return 6.0 * static_cast<double>(gpt2_num_params(d)) + 6.0 * d.n_layer * d.n_embd * static_cast<double>(T);
 }
 
-std::string dims_str(const GPT2Dims& d) {
-  return "n_layer " + std::to_string(d.n_layer) + ", n_head " + std::to_string(d.n_head) + ", n_embd " +
-         std::to_string(d.n_embd) + ", vocab_size " + std::to_string(d.vocab_size) + ", padded_vocab_size " +
-         std::to_string(d.padded_vocab_size) + ", max_seq_len " + std::to_string(d.max_seq_len);
-}
-
-GPT2::GPT2(const GPT2Dims& d, int wte_units)
-    : dims_(d), wte_units_(wte_units ? wte_units : gpt2_wte_units(d)), layout_(gpt2_layout(d, wte_units_)),
-      bound_(layout_.size()) {
+namespace {
+void check_gpt2_dims(const ModelDims& d) {
   if (d.n_embd % d.n_head) throw std::invalid_argument("gpt2: n_embd must divide by n_head");
 }
-
-void GPT2::bind_unit(int u, const Tensor& params, const Tensor& grads) {
-  const UnitLayout& lay = layout_.at(u);
-  if (params.numel() != lay.numel || (grads.defined() && grads.numel() != lay.numel))
-    throw std::invalid_argument("gpt2: buffer for unit " + lay.name + " must hold " + std::to_string(lay.numel) + " elements");
-  std::vector<Tensor>& ts = bound_[u];
-  ts.clear();
-  for (const ParamSpec& p : lay.params) {
-    Tensor t = params.view(p.offset, p.shape);
-    if (grads.defined()) {
-      t.set_requires_grad(true);
-      t.bind_grad(grads.view(p.offset, p.shape));
-    }
-    ts.push_back(std::move(t));
-  }
+int resolved_wte_units(const ModelDims& d, int wte_units) {
+  check_gpt2_dims(d);
+  return wte_units ? wte_units : gpt2_wte_units(d);
 }
+}  // namespace
 
-void GPT2::init(uint64_t seed) {
-  for (int u = 0; u < num_units(); ++u) init_unit(u, seed);
+GPT2::GPT2(const ModelDims& d, int wte_units)
+    : Model("gpt2", d, gpt2_layout(d, resolved_wte_units(d, wte_units)), resolved_wte_units(d, wte_units)) {}
+
+void GPT2::for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const {
+  const int L = dims().n_layer, K = wte_units();
+  for (int k = 0; k < K; ++k) f(k, 0);  // wte, its row ranges in order
+  f(0, 1);                              // wpe
+  const int per_block = static_cast<int>(std::size(kBlockParams));
+  for (int k = 0; k < per_block; ++k)
+    for (int l = 0; l < L; ++l) f(K + l, k);
+  f(num_units() - 1, 0);  // lnfw
+  f(num_units() - 1, 1);  // lnfb
 }
 
 void GPT2::init_unit(int u, uint64_t seed) {
-  const float std_resid = 0.02f / std::sqrt(2.0f * dims_.n_layer);
-  for (size_t i = 0; i < layout_[u].params.size(); ++i) {
-    const ParamSpec& p = layout_[u].params[i];
-    const Tensor& t = bound_.at(u).at(i);
+  const ModelDims& d = dims();
+  const float std_resid = 0.02f / std::sqrt(2.0f * d.n_layer);
+  const UnitLayout& lay = layout()[size_t(u)];
+  for (size_t i = 0; i < lay.params.size(); ++i) {
+    const ParamSpec& p = lay.params[i];
+    const Tensor& t = param(u, static_cast<int>(i));
     if (p.shape.size() == 1) {  // layernorm weights 1; layernorm and linear biases 0
       t.fill(p.name.starts_with("ln") && p.name.ends_with("w") ? 1.0f : 0.0f);
       continue;
     }
     const bool resid = p.name == "attprojw" || p.name == "fcprojw";
     int64_t rows = p.shape[0];
-    if (p.name == "wte") rows = std::clamp<int64_t>(dims_.vocab_size - p.row0, 0, rows);  // padded rows stay zero
+    if (p.name == "wte") rows = std::clamp<int64_t>(d.vocab_size - p.row0, 0, rows);  // padded rows stay zero
     // Drawn in f32 on the host; a device or 16-bit tensor takes the values rounded once.
     const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
     const Tensor host = direct ? t : Tensor::empty(p.shape, DType::f32, MemCategory::other);
@@ -170,72 +158,48 @@ void GPT2::init_unit(int u, uint64_t seed) {
   }
 }
 
-Tensor GPT2::hidden(Tape& tape, const Tensor& host_tokens) {
-  const int L = dims_.n_layer, K = wte_units_;
-  const int32_t* tok = host_tokens.data<int32_t>();
-  for (int64_t i = 0, n = host_tokens.numel(); i < n; ++i)
-    if (tok[i] < 0 || tok[i] >= dims_.padded_vocab_size)
-      throw std::invalid_argument("embedding: token id " + std::to_string(tok[i]) + " outside [0, " +
-                                  std::to_string(dims_.padded_vocab_size) + ")");
+Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head) {
+  Tensor h = ops::layernorm(tape, x, p[LN1W], p[LN1B]);
+  Tensor qkv = ops::linear(tape, h, p[QKVW], p[QKVB]);
+  Tensor y = ops::attention(tape, qkv, n_head);
+  Tensor x2 = ops::add(tape, x, ops::linear(tape, y, p[ATTPROJW], p[ATTPROJB]));
+  Tensor h2 = ops::layernorm(tape, x2, p[LN2W], p[LN2B]);
+  Tensor f = ops::gelu(tape, ops::linear(tape, h2, p[FCW], p[FCB]));
+  return ops::add(tape, x2, ops::linear(tape, f, p[FCPROJW], p[FCPROJB]));
+}
+
+Tensor GPT2::embed(Tape& tape, const Tensor& host_tokens) {
+  const int K = wte_units();
+  check_tokens(host_tokens, dims().padded_vocab_size);
   // Checked here, then copied once to the parameters' device for the K embedding units.
-  const Tensor& wte = param(0, 0);
-  const Tensor tokens = host_tokens.on(wte.allocator(), MemCategory::activations);
+  const Tensor tokens = host_tokens.on(param(0, 0).allocator(), MemCategory::activations);
   tape.begin_unit(0);
   Tensor x = ops::embedding(tape, tokens, param(0, 0), param(0, 1));
   tape.end_unit(0);
   for (int k = 1; k < K; ++k) {  // tokens outside a range add zeros: x is wte[token] + wpe[t] exactly
     tape.begin_unit(k);
-    x = ops::add(tape, x, ops::embedding(tape, tokens, param(k, 0), Tensor(), layout_[k].params[0].row0));
+    x = ops::add(tape, x, ops::embedding(tape, tokens, param(k, 0), Tensor(), layout()[size_t(k)].params[0].row0));
     tape.end_unit(k);
-  }
-  for (int l = 0; l < L; ++l) {
-    const int u = K + l;
-    auto p = [&](int i) -> const Tensor& { return param(u, i); };
-    tape.begin_unit(u);
-    Tensor h = ops::layernorm(tape, x, p(LN1W), p(LN1B));
-    Tensor qkv = ops::linear(tape, h, p(QKVW), p(QKVB));
-    Tensor y = ops::attention(tape, qkv, dims_.n_head);
-    Tensor x2 = ops::add(tape, x, ops::linear(tape, y, p(ATTPROJW), p(ATTPROJB)));
-    Tensor h2 = ops::layernorm(tape, x2, p(LN2W), p(LN2B));
-    Tensor f = ops::gelu(tape, ops::linear(tape, h2, p(FCW), p(FCB)));
-    x = ops::add(tape, x2, ops::linear(tape, f, p(FCPROJW), p(FCPROJB)));
-    tape.end_unit(u);
   }
   return x;
 }
 
-std::vector<Tensor> GPT2::logit_parts(Tape& tape, const Tensor& tokens) {
-  const Tensor x = hidden(tape, tokens);
+Tensor GPT2::block(Tape& tape, int layer, const Tensor& x) {
+  return gpt2_block(tape, unit_params(block_unit(layer)), x, dims().n_head);
+}
+
+std::vector<Tensor> GPT2::head(Tape& tape, const Tensor& x) {
   const int f = num_units() - 1;
   tape.begin_unit(f);
   const Tensor xn = ops::layernorm(tape, x, param(f, 0), param(f, 1));
   tape.end_unit(f);
   std::vector<Tensor> parts;
-  for (int k = 0; k < wte_units_; ++k) {  // the head, tied to wte: [Note: the tied embedding's units]
+  for (int k = 0; k < wte_units(); ++k) {  // the head, tied to wte: [Note: the tied embedding's units]
     tape.begin_unit(k);
     parts.push_back(ops::linear(tape, xn, param(k, 0), Tensor()));
     tape.end_unit(k);
   }
   return parts;
-}
-
-Tensor GPT2::logits(Tape& tape, const Tensor& tokens) {
-  Tape::NoGrad no_grad(tape);
-  std::vector<Tensor> parts = logit_parts(tape, tokens);
-  for (Tensor& p : parts) p = host_f32(p);
-  if (parts.size() == 1) return parts[0];
-  const int64_t R = parts[0].dim(-1), N = parts[0].numel() / R, K = static_cast<int64_t>(parts.size());
-  Shape s = parts[0].shape();
-  s.back() = K * R;
-  Tensor out = Tensor::empty(s, DType::f32, MemCategory::activations);
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t i = 0; i < N; ++i)
-      std::copy_n(parts[k].data<float>() + i * R, R, out.data<float>() + (i * K + k) * R);
-  return out;
-}
-
-Tensor GPT2::forward(Tape& tape, const Tensor& tokens, const Tensor& targets) {
-  return ops::cross_entropy(tape, logit_parts(tape, tokens), targets, dims_.vocab_size);
 }
 
 }  // namespace zt

@@ -18,101 +18,55 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "models/gpt2_dims.hpp"
-#include "tensor/tape.hpp"
-#include "tensor/tensor.hpp"
+#include "models/model.hpp"
 
 namespace zt {
 
-struct ParamSpec {
-  std::string name;  // llm.c's, e.g. "qkvw"; unique with the layer and row0
-  int layer;         // -1 outside the blocks
-  Shape shape;
-  int64_t offset;    // within the unit's flat buffer
-  bool decay;        // weight decay applies (matrices and embeddings, as in llm.c)
-  int tensor = 0;    // the model tensor's number (the row ranges of wte share one), its init stream
-  int64_t row0 = 0;  // the first row of the model tensor this holds (wte's units)
-};
+using GPT2Dims = ModelDims;  // GPT-2's dimensions are exactly ModelDims' fields
 
-struct UnitLayout {
-  std::string name;  // "embedding", "block3", "final"
-  std::vector<ParamSpec> params;
-  int64_t numel = 0;
-};
-
-std::string dims_str(const GPT2Dims& d);  // "n_layer 12, n_head 12, ..."
 // The smallest K dividing padded_vocab_size for which a K-th of wte is no larger than a block.
-int gpt2_wte_units(const GPT2Dims& d);
+int gpt2_wte_units(const ModelDims& d);
 // wte_units: K of [Note: the tied embedding's units]; 0 picks gpt2_wte_units.
-std::vector<UnitLayout> gpt2_layout(const GPT2Dims& d, int wte_units = 0);
-int64_t gpt2_num_params(const GPT2Dims& d);
+std::vector<UnitLayout> gpt2_layout(const ModelDims& d, int wte_units = 0);
+int64_t gpt2_num_params(const ModelDims& d);
 // The same count in floating point, for dimensions whose int64 count would overflow (a header's,
 // a config's) before they are refused.
-double gpt2_num_params_f64(const GPT2Dims& d);
-// DeepSpeed's "largest layer" of GPT-2 (model_to_params in deepspeed/runtime/zero/stage3.py): the
-// most parameters one torch module holds itself, among the token embedding (Vp x C), the position
-// embedding (maxT x C), c_attn (3C x C + 3C), c_fc (4C x C + 4C), the projections and layernorms.
-int64_t gpt2_deepspeed_largest_layer(const GPT2Dims& d);
+double gpt2_num_params_f64(const ModelDims& d);
+// DeepSpeed's "largest layer" of GPT-2: the most parameters one torch module holds itself, among
+// the token embedding (Vp x C), the position embedding (maxT x C), c_attn (3C x C + 3C), c_fc
+// (4C x C + 4C), the projections and layernorms.
+int64_t gpt2_deepspeed_largest_layer(const ModelDims& d);
 // Training FLOPs per token, llm.c's count: 6 per parameter plus 6*L*C*T for attention.
-double gpt2_flops_per_token(const GPT2Dims& d, int T);
+double gpt2_flops_per_token(const ModelDims& d, int T);
 
-class GPT2 {
+// One transformer block: x + attn(ln1(x)), then + mlp(ln2(.)); `p` holds the block's 12 tensors
+// in llm.c's order (ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw,
+// fcprojb).
+Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head);
+
+class GPT2 final : public Model {
  public:
   // wte_units: K of [Note: the tied embedding's units]; 0 picks gpt2_wte_units.
-  explicit GPT2(const GPT2Dims& d, int wte_units = 0);
+  explicit GPT2(const ModelDims& d, int wte_units = 0);
 
-  const GPT2Dims& dims() const { return dims_; }
-  const std::vector<UnitLayout>& layout() const { return layout_; }
-  int num_units() const { return static_cast<int>(layout_.size()); }
-  int wte_units() const { return wte_units_; }  // units 0..K-1; the blocks follow
+  int wte_units() const { return embedding_units(); }  // units 0..K-1; the blocks follow
 
-  // Points unit u's parameter tensors at views of `params` (numel of the unit) and, if defined,
-  // their gradients at views of `grads`; parameters then require grad. The buffers are owned by
-  // the caller (trainer or ZeRO engine).
-  void bind_unit(int u, const Tensor& params, const Tensor& grads);
-  const Tensor& param(int u, int i) const { return bound_.at(u).at(i); }
+  // GPT-2 initialisation: normal(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0,
+  // layernorm weights 1; the padded vocabulary rows stay 0. Every tensor draws from its own stream.
+  void init_unit(int u, uint64_t seed) override;
+  double flops_per_token(int T) const override { return gpt2_flops_per_token(dims(), T); }
+  int64_t deepspeed_largest_layer() const override { return gpt2_deepspeed_largest_layer(dims()); }
+  // llm.c's order: wte, wpe, all ln1w, all ln1b, ... [Note: units and llm.c's order]
+  void for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const override;
 
-  // GPT-2 initialisation into bound buffers: normal(0, 0.02), residual projections scaled by
-  // 1/sqrt(2L), biases 0, layernorm weights 1; the padded vocabulary rows stay 0.
-  void init(uint64_t seed);
-  // The same values for one unit alone (every tensor draws from its own stream), so a sharded
-  // engine can initialise unit by unit without holding the whole model.
-  void init_unit(int u, uint64_t seed);
-
-  // tokens, targets (B,T) i32 on the host -> mean loss (targets == -1 ignored), a host scalar.
-  // Computes where the bound parameters live (their device and dtype). Records on the tape.
-  Tensor forward(Tape& tape, const Tensor& tokens, const Tensor& targets);
-  // tokens (B,T) -> logits (B,T,Vp) f32 on the host, for inference: the parts are joined without
-  // autograd.
-  Tensor logits(Tape& tape, const Tensor& tokens);
-
- private:
-  Tensor hidden(Tape& tape, const Tensor& host_tokens);
-  // The head's K column ranges of the logits, (B,T,Vp/K) each.
-  std::vector<Tensor> logit_parts(Tape& tape, const Tensor& tokens);
-
-  GPT2Dims dims_;
-  int wte_units_;
-  std::vector<UnitLayout> layout_;
-  std::vector<std::vector<Tensor>> bound_;
+ protected:
+  Tensor embed(Tape& tape, const Tensor& host_tokens) override;
+  Tensor block(Tape& tape, int layer, const Tensor& x) override;
+  std::vector<Tensor> head(Tape& tape, const Tensor& x) override;
 };
-
-// Parameters on any device and in any floating dtype, through the host in f32: store_f32 writes
-// host f32 values into t (rounded to its dtype), host_f32 returns t's values (t itself when it is
-// a host f32 tensor, else a copy).
-void store_f32(const Tensor& t, const Tensor& host);
-Tensor host_f32(const Tensor& t);
-
-// Calls f(unit, index) for every parameter in llm.c's order (wte, wpe, all ln1w, all ln1b, ...).
-void for_each_llmc_param(const GPT2& m, const std::function<void(int unit, int index)>& f);
-
-// llm.c checkpoints: 256 int32 header (magic 20240326, version 3 = fp32, maxT, V, L, NH, C, Vp),
-// then every parameter in llm.c's order. Errors name the file and what is wrong.
-GPT2Dims read_llmc_header(const std::string& path);
-void load_llmc_checkpoint(const std::string& path, GPT2& model);
-void save_llmc_checkpoint(const std::string& path, const GPT2& model);
 
 }  // namespace zt

@@ -69,7 +69,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c
 
   const ModelConfig& m = c.model;
   add("model.arch", m.arch);
-  for (const auto& [key, field] : kGPT2DimFields) add("model." + std::string(key), m.dims.*field);
+  for (const auto& [key, field] : kModelDimFields) add("model." + std::string(key), m.dims.*field);
   add("model.init_from", m.init_from ? json(*m.init_from) : json(nullptr));
   add("model.wte_units", m.wte_units);
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.hpp"
+#include "models/registry.hpp"
 #include "offload/checksum.hpp"
 
 namespace zt {
@@ -81,7 +82,7 @@ size_t element_size(const ZeroEngine& engine, int u, Region r) {
   return r == Region::param ? dtype_size(engine.units()[u].param_shard().dtype()) : sizeof(float);
 }
 
-json dims_json(const GPT2Dims& d) {
+json dims_json(const ModelDims& d) {
   return {{"n_layer", d.n_layer}, {"n_head", d.n_head}, {"n_embd", d.n_embd}, {"vocab_size", d.vocab_size},
           {"padded_vocab_size", d.padded_vocab_size}, {"max_seq_len", d.max_seq_len}};
 }
@@ -105,7 +106,7 @@ void verify_region(const Fd& f, const std::string& path, uint64_t offset, uint64
 }
 
 // save_checkpoint's work once step_<k>.tmp exists: every rank's file, the metadata, the renames.
-void write_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
+void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model, ZeroEngine& engine,
                       const TrainPosition& pos, const std::string& tmp) {
   const std::string root = cfg.checkpoint.dir;
   const std::string name = step_name(pos.steps_done);
@@ -174,8 +175,9 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, 
       units.push_back({{"name", x.name()}, {"numel", x.numel()}, {"shard", x.master_numel()}});
     const json meta = {{"format", kFormat},
                        {"version", kVersion},
+                       {"arch", model.arch()},
                        {"model", dims_json(model.dims())},
-                       {"wte_units", model.wte_units()},
+                       {"wte_units", model.embedding_units()},
                        {"world_size", world},
                        {"stage", cfg.zero.stage},
                        {"precision", cfg.precision.dtype},
@@ -218,7 +220,7 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, 
 
 }  // namespace
 
-void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
+void save_checkpoint(const Config& cfg, Communicator& comm, const Model& model, ZeroEngine& engine,
                      const TrainPosition& pos) {
   const std::string root = cfg.checkpoint.dir;
   const std::string name = step_name(pos.steps_done);
@@ -286,9 +288,12 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
       return v.get<int64_t>();
     };
     constexpr int64_t kInt = INT32_MAX, kElements = int64_t{1} << 48;
+    // Checkpoints from before other architectures existed hold GPT-2 and do not say so.
+    arch_ = meta_.value("arch", std::string("gpt2"));
+    if (!is_model_arch(arch_)) throw bad("model arch \"" + arch_ + "\" is not implemented");
     const json& m = meta_.at("model");
     auto dim = [&](const char* key) { return static_cast<int>(integer(m, key, 1, kInt, "model.")); };
-    dims_ = GPT2Dims{dim("max_seq_len"), dim("vocab_size"), dim("padded_vocab_size"), dim("n_layer"), dim("n_head"),
+    dims_ = ModelDims{dim("max_seq_len"), dim("vocab_size"), dim("padded_vocab_size"), dim("n_layer"), dim("n_head"),
                      dim("n_embd")};
     wte_units_ = static_cast<int>(integer(meta_, "wte_units", 1, kInt, ""));
     world_ = static_cast<int>(integer(meta_, "world_size", 1, kInt, ""));
@@ -358,10 +363,11 @@ CheckpointError SavedCheckpoint::bad(const std::string& what) const {
   return CheckpointError("checkpoint: '" + meta_path_ + "': " + what);
 }
 
-void SavedCheckpoint::check_layout(const GPT2& model) const {
-  if (!(dims_ == model.dims()) || wte_units_ != model.wte_units())
+void SavedCheckpoint::check_layout(const Model& model) const {
+  if (arch_ != model.arch()) throw bad("saved from a model of arch " + arch_ + ", this run's is " + model.arch());
+  if (!(dims_ == model.dims()) || wte_units_ != model.embedding_units())
     throw bad("saved from another model shape (" + dims_str(dims_) + ", wte_units " + std::to_string(wte_units_) +
-              ") than this run's (" + dims_str(model.dims()) + ", wte_units " + std::to_string(model.wte_units()) + ")");
+              ") than this run's (" + dims_str(model.dims()) + ", wte_units " + std::to_string(model.embedding_units()) + ")");
   const auto& layout = model.layout();
   if (numel_.size() != layout.size())
     throw bad("holds " + std::to_string(numel_.size()) + " units, the model of its dimensions has " +
@@ -449,7 +455,7 @@ void check_resume(const SavedCheckpoint& saved, const Config& cfg, int world_siz
                           "): it has trained further than this run would; ask for more steps, or `ztrain export` it");
 }
 
-TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const GPT2& model,
+TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const Model& model,
                               ZeroEngine& engine) {
   const int rank = comm.rank();
   const int U = static_cast<int>(engine.units().size());

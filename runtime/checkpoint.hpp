@@ -30,7 +30,7 @@
 #include <string>
 
 #include "comm/communicator.hpp"
-#include "models/gpt2.hpp"
+#include "models/model.hpp"
 #include "runtime/config.hpp"
 #include "runtime/file_io.hpp"
 #include "runtime/loss_scaler.hpp"
@@ -52,7 +52,7 @@ struct TrainPosition {
 // CheckpointError naming the path on any failure (a read-only or full folder, a state holding inf
 // or NaN, ...), with step_<step>.tmp removed; the previous checkpoint stays what `latest` names.
 // Other checkpoints of the folder are CheckpointRoot's (runtime/checkpoint_root.hpp).
-void save_checkpoint(const Config& cfg, Communicator& comm, const GPT2& model, ZeroEngine& engine,
+void save_checkpoint(const Config& cfg, Communicator& comm, const Model& model, ZeroEngine& engine,
                      const TrainPosition& pos);
 
 // A checkpoint on disk, read unit by unit whatever world size, stage and precision it was saved
@@ -75,7 +75,8 @@ class SavedCheckpoint {
   const TrainPosition& position() const { return position_; }
   const Batch& batch() const { return batch_; }
   const nlohmann::json& meta() const { return meta_; }
-  const GPT2Dims& dims() const { return dims_; }
+  const std::string& arch() const { return arch_; }
+  const ModelDims& dims() const { return dims_; }
   int wte_units() const { return wte_units_; }
   int world_size() const { return world_; }
   int stage() const { return stage_; }
@@ -84,7 +85,7 @@ class SavedCheckpoint {
   int64_t numel(int u) const { return numel_.at(static_cast<size_t>(u)); }
 
   // CheckpointError unless `model` has its dimensions and every unit's name and size.
-  void check_layout(const GPT2& model) const;
+  void check_layout(const Model& model) const;
   // Whether writing `path` would replace a file of this checkpoint (or its root's `latest`).
   bool owns(const std::string& path) const;
   // Checks every region of unit u in the rank files holding its elements [b, e) against its
@@ -104,7 +105,8 @@ class SavedCheckpoint {
 
   std::string folder_, meta_path_;
   nlohmann::json meta_;
-  GPT2Dims dims_{};
+  std::string arch_;
+  ModelDims dims_{};
   int wte_units_ = 0, world_ = 0, stage_ = 0;
   DType wire_ = DType::f32;
   TrainPosition position_;
@@ -127,7 +129,7 @@ void check_resume(const SavedCheckpoint& saved, const Config& cfg, int world_siz
 // resharding] in checkpoint.cpp); returns the position. CheckpointError naming the file
 // and what is wrong (missing, another model or format, a checksum mismatch, a truncated file, a
 // check_resume failure).
-TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const GPT2& model,
+TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const Model& model,
                               ZeroEngine& engine);
 
 }  // namespace zt

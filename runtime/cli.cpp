@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/process_group.hpp"
-#include "models/gpt2.hpp"
+#include "models/registry.hpp"
 #include "runtime/agreed.hpp"
 #include "runtime/cli_flags.hpp"
 #include "runtime/config.hpp"
@@ -96,7 +96,9 @@ int cmd_sample(int argc, char** argv) {
     else opt.temperature = static_cast<float>(number_flag(flag, value, 0.0));
   }
   if (checkpoint.empty()) throw UsageError("sample needs --checkpoint PATH");
-  GPT2 model(weights_dims(checkpoint));
+  const StoredModel stored = stored_model(checkpoint);
+  const std::unique_ptr<Model> owned = make_model(stored.arch, stored.dims);
+  Model& model = *owned;
   if (model.dims().vocab_size != 256)
     throw std::runtime_error("sample: '" + checkpoint + "' has a vocabulary of " + std::to_string(model.dims().vocab_size) +
                              " tokens; only byte-level models (256) can be prompted with text");

@@ -1,5 +1,7 @@
 #include "runtime/config.hpp"
 
+#include "models/registry.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -201,7 +203,7 @@ void read_model(Section& top, ModelConfig& m) {
   if (!s) return;
   s->get("arch", m.arch);
   s->get("wte_units", m.wte_units);
-  for (const auto& [key, field] : kGPT2DimFields)
+  for (const auto& [key, field] : kModelDimFields)
     if (s->get(key, m.dims.*field)) m.given.emplace_back(key);
   if (const json* v = s->find("init_from"); v && !v->is_null()) {
     if (!v->is_string()) fail(s->path("init_from"), "expected a string or null, got " + show(*v));
@@ -522,7 +524,7 @@ void check_values(Config& c, const Seen& seen) {
   // are only checked where both sides are known.
   auto known = [&](std::string_view key) { return !m.init_from || given(key); };
 
-  if (m.arch != "gpt2") fail("model.arch", show(m.arch) + " is not implemented (expected \"gpt2\")");
+  if (!is_model_arch(m.arch)) fail("model.arch", show(m.arch) + " is not implemented (expected \"gpt2\")");
   if (d.format != "llmc" && d.format != "bytes")
     fail("data.format", "expected \"llmc\" or \"bytes\", got " + show(d.format));
   if (d.format == "bytes") {
@@ -535,7 +537,7 @@ void check_values(Config& c, const Seen& seen) {
   // head's work).
   if (!given("padded_vocab_size") && m.dims.vocab_size > 0)
     m.dims.padded_vocab_size = static_cast<int>(std::min<int64_t>((int64_t{m.dims.vocab_size} + 127) / 128 * 128, INT_MAX));
-  for (const auto& [key, field] : kGPT2DimFields) at_least("model." + std::string(key), m.dims.*field, 1);
+  for (const auto& [key, field] : kModelDimFields) at_least("model." + std::string(key), m.dims.*field, 1);
   if (known("n_embd") && known("n_head") && m.dims.n_embd % m.dims.n_head != 0)
     fail("model.n_embd", show(m.dims.n_embd) + " is not divisible by model.n_head " + show(m.dims.n_head));
   if (known("vocab_size") && known("padded_vocab_size") && m.dims.padded_vocab_size < m.dims.vocab_size)

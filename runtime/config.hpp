@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/gpt2_dims.hpp"
+#include "models/model_dims.hpp"
 #include "offload/aio_config.hpp"
 
 namespace zt {
@@ -25,7 +25,7 @@ class ConfigError : public std::runtime_error {
 
 struct ModelConfig {
   std::string arch = "gpt2";
-  GPT2Dims dims;
+  ModelDims dims;
   std::optional<std::string> init_from;  // llm.c checkpoint or ztrain checkpoint folder; gives the dimensions
   int wte_units = 0;  // units the tied embedding is cut into (models/gpt2.hpp); 0: automatic
   // Which of the dimension keys the file (or --set) gave explicitly: with init_from these must

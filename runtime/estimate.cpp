@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "models/gpt2.hpp"
+#include "models/registry.hpp"
 #include "offload/swap_store.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/trainer.hpp"
@@ -278,7 +278,7 @@ class GhostUnit final : public ScheduledUnit {
 // What an OptimizerOffload holds ([Note: optimizer offload]): device cpu, every sub-group's
 // record in host memory; nvme, buffer_count buffers of the largest record (fewer if there are
 // fewer sub-groups). Whole pages, as PinnedBuffer allocates them.
-size_t optimizer_offload_bytes(const GPT2& model, const ZeroConfig& z, int world, bool own_master) {
+size_t optimizer_offload_bytes(const Model& model, const ZeroConfig& z, int world, bool own_master) {
   size_t records = 0, largest = 0, count = 0;
   for (const UnitLayout& lay : model.layout()) {
     const ShardGeometry g = shard_geometry(lay.numel, world, 0);
@@ -313,10 +313,10 @@ struct Entry {
 class ActivationReplay {
  public:
   // The tape GPT2::forward records (models/gpt2.cpp) for a (B,T) micro-batch.
-  ActivationReplay(const GPT2& model, int B, int T) {
-    const GPT2Dims& d = model.dims();
+  ActivationReplay(const Model& model, int B, int T) {
+    const ModelDims& d = model.dims();
     const int64_t BT = int64_t{B} * T, C = d.n_embd;
-    const int K = model.wte_units(), last = model.num_units() - 1;
+    const int K = model.embedding_units(), last = model.num_units() - 1;
     auto op = [&](int64_t out_elems, std::vector<int> grad_inputs, std::vector<int64_t> saved = {}) {
       Entry e;
       e.outputs = {act(out_elems)};
@@ -418,7 +418,7 @@ class ActivationReplay {
 
 // Two steps as Trainer::step runs them; the peaks are the second's (the first records the
 // schedule and grows the communicator's buffer, as a real run's first step does).
-StageEstimate estimate_stage(const Config& cfg, const GPT2& model, int stage, int world) {
+StageEstimate estimate_stage(const Config& cfg, const Model& model, int stage, int world) {
   ZeroConfig z = cfg.zero;
   z.stage = stage;
   const DType wire = dtype_from_name(cfg.precision.dtype);
@@ -530,12 +530,13 @@ MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
     why += std::to_string(e.dims.n_embd) + " is not divisible by model.n_head " + std::to_string(e.dims.n_head);
     throw ConfigError(why);
   }
-  const GPT2 model(e.dims, cfg.model.wte_units);
+  const std::unique_ptr<Model> owned = make_model(cfg.model.arch, e.dims, cfg.model.wte_units);
+  const Model& model = *owned;
   for (const UnitLayout& u : model.layout()) {
     e.num_params += u.numel;
     e.largest_unit = std::max(e.largest_unit, u.numel);
   }
-  e.deepspeed_largest_layer = gpt2_deepspeed_largest_layer(e.dims);
+  e.deepspeed_largest_layer = model.deepspeed_largest_layer();
   for (int stage = 0; stage <= 3; ++stage) {
     e.stages.push_back(estimate_stage(cfg, model, stage, world_size));
     e.stages.back().deepspeed = static_cast<size_t>(
@@ -548,12 +549,12 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
   const ZeroConfig& z = cfg.zero;
   char head[1024];
   std::snprintf(head, sizeof head,
-                "model gpt2: %s; %.2fM parameters, largest unit %.2fM (DeepSpeed's largest layer %.2fM)\n"
+                "model %s: %s; %.2fM parameters, largest unit %.2fM (DeepSpeed's largest layer %.2fM)\n"
                 "per rank of %d: micro-batch %d x seq_len %d, accumulation %d; %s, AdamW\n"
                 "zero_optimization: reduce_bucket_size %lld, stage3_prefetch_bucket_size %lld, "
                 "stage3_max_live_parameters %lld, stage3_param_persistence_threshold %lld, overlap_comm %s, "
                 "reduce_scatter %s\n\n",
-                dims_str(e.dims).c_str(), static_cast<double>(e.num_params) / 1e6,
+                cfg.model.arch.c_str(), dims_str(e.dims).c_str(), static_cast<double>(e.num_params) / 1e6,
                 static_cast<double>(e.largest_unit) / 1e6, static_cast<double>(e.deepspeed_largest_layer) / 1e6,
                 e.world_size, cfg.micro_batch, cfg.data.seq_len,
                 cfg.grad_accum, precision_name(cfg.precision.dtype), static_cast<long long>(z.reduce_bucket_size),

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "models/gpt2_dims.hpp"
+#include "models/model_dims.hpp"
 #include "runtime/config.hpp"
 #include "tensor/allocator.hpp"
 
@@ -50,11 +50,11 @@ struct StageEstimate {
 };
 
 struct MemoryEstimate {
-  GPT2Dims dims;
+  ModelDims dims;
   int world_size = 1;
   int64_t num_params = 0;    // without padding
   int64_t largest_unit = 0;  // parameters of the largest unit
-  int64_t deepspeed_largest_layer = 0;  // DeepSpeed's "largest layer" (gpt2_deepspeed_largest_layer)
+  int64_t deepspeed_largest_layer = 0;  // DeepSpeed's "largest layer" (Model::deepspeed_largest_layer)
   std::vector<StageEstimate> stages;  // stages 0, 1, 2, 3
 };
 

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "models/registry.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/model_writer.hpp"
 
@@ -14,7 +15,8 @@ void export_checkpoint(const std::string& dir, const std::string& format, const 
   if (saved.owns(out))
     throw CheckpointError("export: --out '" + out + "' lies inside the checkpoint it reads ('" + saved.folder() +
                           "'); write the export elsewhere");
-  const GPT2 model(saved.dims(), saved.wte_units());
+  const std::unique_ptr<Model> owned = make_model(saved.arch(), saved.dims(), saved.wte_units());
+  const Model& model = *owned;
   saved.check_layout(model);
   auto writer = make_model_writer(format, out, "export --out", model);
   std::vector<float> unit;

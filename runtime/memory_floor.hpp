@@ -17,7 +17,7 @@
 namespace zt {
 
 // Bytes each of `world_size` ranks surely holds on the CPU for `params` parameters (a count in
-// floating point: gpt2_num_params_f64) at `z`'s
+// floating point: model_num_params_f64) at `z`'s
 // stage and offload; a lower bound of estimate_memory's total for that stage.
 double model_states_floor(const ZeroConfig& z, double params, int world_size);
 

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "models/gpt2.hpp"
+#include "models/model.hpp"
 #include "runtime/zero/engine.hpp"
 #include "tensor/dtype.hpp"
 
@@ -31,12 +31,12 @@ class ModelWriter {
 // The file replaces `path` when finished ([Note: replacing a file] in runtime/file_io.hpp); `what`
 // names it in errors ("export --out", "train.save_model").
 std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const std::string& what,
-                                               const GPT2& model, DType dtype = DType::f32);
+                                               const Model& model, DType dtype = DType::f32);
 
 // The run's model as one file, gathered a unit at a time (ZeroEngine::for_each_full_unit, so
 // collective at stages 1-3) and written by rank 0. A write error on rank 0 is thrown there once
 // every rank has joined the last gather; the other ranks return.
-void write_gathered_model(ZeroEngine& engine, const GPT2& model, int rank, const std::string& format,
+void write_gathered_model(ZeroEngine& engine, const Model& model, int rank, const std::string& format,
                           const std::string& path, const std::string& what, DType dtype);
 
 }  // namespace zt

@@ -9,12 +9,12 @@
 
 namespace zt {
 
-std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& opt,
+std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, const SampleOptions& opt,
                               const std::function<void(int32_t)>& emit) {
   if (prompt.empty()) throw std::invalid_argument("sample: the prompt must hold at least one token");
   if (!(opt.temperature >= 0.0f && std::isfinite(opt.temperature)))
     throw std::invalid_argument("sample: the temperature must be a finite number >= 0, got " + std::to_string(opt.temperature));
-  const GPT2Dims& d = model.dims();
+  const ModelDims& d = model.dims();
   std::vector<int32_t> ctx = prompt;
   std::vector<int32_t> out;
   std::mt19937_64 gen(opt.seed);

@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include "models/gpt2.hpp"
+#include "models/model.hpp"
 
 namespace zt {
 
@@ -20,7 +20,7 @@ struct SampleOptions {
 // Continues `prompt` (token ids, at least one) by `opt.tokens` tokens; returns only the new ones,
 // and hands each to `emit` (when given) as soon as it is chosen. The context is the last
 // max_seq_len tokens.
-std::vector<int32_t> generate(GPT2& model, const std::vector<int32_t>& prompt, const SampleOptions& opt,
+std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, const SampleOptions& opt,
                               const std::function<void(int32_t)>& emit = {});
 
 }  // namespace zt

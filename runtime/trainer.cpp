@@ -16,6 +16,7 @@
 #include "comm/nccl_communicator.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/kernels.hpp"
+#include "models/registry.hpp"
 #include "runtime/agreed.hpp"
 #include "runtime/agreement.hpp"
 #include "runtime/checkpoint.hpp"
@@ -28,11 +29,15 @@
 
 namespace zt {
 
-GPT2Dims resolve_dims(const Config& cfg) {
+ModelDims resolve_dims(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   if (!m.init_from) return m.dims;
-  const GPT2Dims d = weights_dims(*m.init_from);
-  for (const auto& [key, field] : kGPT2DimFields)
+  const StoredModel stored = stored_model(*m.init_from);
+  if (stored.arch != m.arch)
+    throw ConfigError("config: model.arch: \"" + m.arch + "\" disagrees with \"" + stored.arch +
+                      "\" in the checkpoint '" + *m.init_from + "'");
+  const ModelDims& d = stored.dims;
+  for (const auto& [key, field] : kModelDimFields)
     for (const std::string& g : m.given)
       if (g == key && m.dims.*field != d.*field)
         throw ConfigError("config: model." + g + ": " + std::to_string(m.dims.*field) + " disagrees with " +
@@ -80,7 +85,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   comm_.set_timeout(comm_timeout(cfg_));
   // Checked together: most of these fail alike on every rank; model.init_from and the host's
   // memory are each rank's own ([Note: failing together]).
-  GPT2Dims dims;
+  ModelDims dims;
   const bool on_device = comm_.memory().device() != Device::cpu;
   agreed<ConfigError>(host_comm_, "checking the settings", [&] {
     dims = resolve_dims(cfg_);
@@ -99,13 +104,13 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
       throw ConfigError("config: model.wte_units: " + std::to_string(cfg_.model.wte_units) + " on device " +
                         cfg_.train.device + "; its cross-entropy kernel takes the logits whole (wte_units 1)");
     // [Note: memory floor]: before anything of the model is allocated.
-    check_fits_host(cfg_, gpt2_num_params_f64(dims), comm_.size(), comm_.local_size());
+    check_fits_host(cfg_, model_num_params_f64(cfg_.model.arch, dims), comm_.size(), comm_.local_size());
   });
   // Where the run writes is checked before anything long runs ([Note: outputs checked first],
   // [Note: one history per folder]).
   check_outputs(cfg_, host_comm_);
   if (cfg_.checkpoint.save_interval > 0) checkpoints_ = std::make_unique<CheckpointRoot>(cfg_, host_comm_);
-  model_ = std::make_unique<GPT2>(dims, on_device ? 1 : cfg_.model.wte_units);
+  model_ = make_model(cfg_.model.arch, dims, on_device ? 1 : cfg_.model.wte_units);
   engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer,
                                          dtype_from_name(cfg_.precision.dtype), cfg_.aio);
   if (const char* poison = std::getenv("ZT_POISON_GRADS")) {  // testing aid: "RANK:STEP"
@@ -231,7 +236,7 @@ StepStats Trainer::step() {
   s.ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
   const double tokens = static_cast<double>(B_) * T_ * accum * comm_.size();
   s.tokens_per_s = tokens / (s.ms / 1e3);
-  s.tflops = gpt2_flops_per_token(model_->dims(), T_) * tokens / (s.ms / 1e3) / 1e12;
+  s.tflops = model_->flops_per_token(T_) * tokens / (s.ms / 1e3) / 1e12;
   s.mem = comm_.memory().accounting().snapshot();
   return s;
 }
@@ -283,18 +288,18 @@ namespace {
 // The lines a run starts with: the model, the batch, the ZeRO stage and precision, and warnings.
 std::string run_banner(const Trainer& t) {
   const Config& c = t.config();
-  const GPT2Dims& d = t.model().dims();
+  const ModelDims& d = t.model().dims();
   static const char* const kSharded[] = {"nothing sharded (DDP)", "AdamW states sharded",
                                          "gradients and AdamW states sharded",
                                          "parameters, gradients and AdamW states sharded"};
   char buf[768];
   std::snprintf(buf, sizeof buf,
-                "model gpt2: n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), max_seq_len %d, %.2fM parameters\n"
+                "model %s: n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), max_seq_len %d, %.2fM parameters\n"
                 "batch: micro %d x accumulation %d x %d ranks (%s, %d on this host), seq_len %d (%d tokens a step); "
                 "%d threads a rank; %d steps\n"
                 "ZeRO stage %d: %s; %s; collectives progress by %s",
-                d.n_layer, d.n_head, d.n_embd, d.vocab_size, d.padded_vocab_size, d.max_seq_len,
-                static_cast<double>(gpt2_num_params(d)) / 1e6, c.micro_batch, c.grad_accum, t.comm().size(),
+                t.model().arch().c_str(), d.n_layer, d.n_head, d.n_embd, d.vocab_size, d.padded_vocab_size, d.max_seq_len,
+                static_cast<double>(t.model().num_params()) / 1e6, c.micro_batch, c.grad_accum, t.comm().size(),
                 std::string(t.comm().backend()).c_str(), t.comm().local_size(), c.data.seq_len,
                 c.micro_batch * c.grad_accum * t.comm().size() * c.data.seq_len, cpu::num_threads(), c.train.steps,
                 c.zero.stage, kSharded[c.zero.stage],

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "models/gpt2.hpp"
+#include "models/model.hpp"
 #include "runtime/checkpoint_root.hpp"
 #include "runtime/config.hpp"
 #include "runtime/data.hpp"
@@ -23,8 +23,9 @@
 namespace zt {
 
 // Dimensions from the config, or from model.init_from (runtime/weights.hpp); with init_from,
-// dimensions the config also gives must agree (ConfigError naming both values).
-GPT2Dims resolve_dims(const Config& cfg);
+// dimensions the config also gives must agree (ConfigError naming both values), and so must the
+// arch.
+ModelDims resolve_dims(const Config& cfg);
 
 class Trainer {
  public:
@@ -56,8 +57,8 @@ class Trainer {
   // the caller prints rank 0's); rank 0 alone writes the metrics file and the saved model.
   void run(const std::function<void(const std::string&)>& log);
 
-  GPT2& model() { return *model_; }
-  const GPT2& model() const { return *model_; }
+  Model& model() { return *model_; }
+  const Model& model() const { return *model_; }
   const Config& config() const { return cfg_; }
   const Communicator& comm() const { return comm_; }
   int steps_done() const { return steps_done_; }
@@ -80,7 +81,7 @@ class Trainer {
   // end every rank together, runtime/agreed.hpp) go over it whichever comm_ computes.
   Communicator& host_comm_;
   int B_, T_;
-  std::unique_ptr<GPT2> model_;
+  std::unique_ptr<Model> model_;
   Tape tape_;
   std::unique_ptr<Trace> trace_;  // before the engine, which records into it
   std::unique_ptr<ZeroEngine> engine_;

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "models/llmc_format.hpp"
+#include "models/registry.hpp"
 #include "runtime/checkpoint.hpp"
 
 namespace zt {
@@ -27,11 +29,12 @@ void check_checkpoint_folder(const std::string& path) {
                           "file); expected an llm.c checkpoint file or a ztrain checkpoint folder or root");
 }
 
-// [Note: weights in llm.c's order] Every parameter, concatenated in llm.c's order ([Note: units
-// and llm.c's order] in models/gpt2.hpp), is the same stream of floats whatever the units (wte's
-// row ranges, in order, are wte). So a ztrain checkpoint saved with other wte_units than the
-// model's still maps onto it: each saved parameter is a piece of that stream, and each of the
-// model's parameters reads the pieces that cover its part of it.
+// [Note: weights in file order] Every parameter, concatenated in the model's file order (GPT-2:
+// llm.c's, [Note: units and llm.c's order] in models/gpt2.hpp), is the same stream of floats
+// whatever the units (the embedding's row ranges, in order, are the embedding). So a ztrain
+// checkpoint saved with other embedding units than the model's still maps onto it: each saved
+// parameter is a piece of that stream, and each of the model's parameters reads the pieces that
+// cover its part of it.
 struct Piece {
   int64_t at;      // in the stream
   int unit;        // in the saved layout
@@ -39,15 +42,18 @@ struct Piece {
   int64_t n;
 };
 
-void load_saved(const std::string& path, GPT2& model) {
+void load_saved(const std::string& path, Model& model) {
   SavedCheckpoint saved(path);
+  if (saved.arch() != model.arch())
+    throw saved.bad("holds a model of arch " + saved.arch() + ", but the model is " + model.arch());
   if (!(saved.dims() == model.dims()))
     throw saved.bad("holds a model of " + dims_str(saved.dims()) + ", but the model is " + dims_str(model.dims()));
-  const GPT2 layout(saved.dims(), saved.wte_units());
+  const std::unique_ptr<Model> saved_model = make_model(saved.arch(), saved.dims(), saved.wte_units());
+  const Model& layout = *saved_model;
   if (saved.units() != layout.num_units()) throw saved.bad("its units do not match its model's layout");
   std::vector<Piece> pieces;
   int64_t at = 0;
-  for_each_llmc_param(layout, [&](int u, int i) {
+  layout.for_each_param_in_file_order([&](int u, int i) {
     const ParamSpec& p = layout.layout()[size_t(u)].params[size_t(i)];
     pieces.push_back({at, u, p.offset, shape_numel(p.shape)});
     at += pieces.back().n;
@@ -59,7 +65,7 @@ void load_saved(const std::string& path, GPT2& model) {
   }
   at = 0;
   size_t k = 0;  // the piece holding `at`
-  for_each_llmc_param(model, [&](int u, int i) {
+  model.for_each_param_in_file_order([&](int u, int i) {
     const Tensor& t = model.param(u, i);
     const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
     const Tensor host = direct ? t : Tensor::empty(t.shape(), DType::f32, MemCategory::other);
@@ -77,13 +83,14 @@ void load_saved(const std::string& path, GPT2& model) {
 
 }  // namespace
 
-GPT2Dims weights_dims(const std::string& path) {
-  if (!is_folder(path)) return read_llmc_header(path);
+StoredModel stored_model(const std::string& path) {
+  if (!is_folder(path)) return {"gpt2", read_llmc_header(path)};  // llm.c's files hold GPT-2
   check_checkpoint_folder(path);
-  return SavedCheckpoint(path).dims();
+  const SavedCheckpoint saved(path);
+  return {saved.arch(), saved.dims()};
 }
 
-void load_weights(const std::string& path, GPT2& model) {
+void load_weights(const std::string& path, Model& model) {
   if (!is_folder(path)) return load_llmc_checkpoint(path, model);
   check_checkpoint_folder(path);
   load_saved(path, model);

@@ -6,16 +6,20 @@
 
 #include <string>
 
-#include "models/gpt2.hpp"
+#include "models/model.hpp"
 
 namespace zt {
 
-// The dimensions of the model stored at `path`. An error naming the path when it is neither an
-// llm.c checkpoint nor a ztrain checkpoint (a folder that is not one says so).
-GPT2Dims weights_dims(const std::string& path);
+// The architecture and dimensions of the model stored at `path`. An error naming the path when it
+// is neither an llm.c checkpoint nor a ztrain checkpoint (a folder that is not one says so).
+struct StoredModel {
+  std::string arch;
+  ModelDims dims;
+};
+StoredModel stored_model(const std::string& path);
 
 // Fills every parameter `model` has bound (on any device and in any dtype) from `path`, whose
 // dimensions must be the model's. A unit at a time for a ztrain checkpoint.
-void load_weights(const std::string& path, GPT2& model);
+void load_weights(const std::string& path, Model& model);
 
 }  // namespace zt

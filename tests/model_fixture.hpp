@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "models/gpt2.hpp"
+#include "models/llmc_format.hpp"
 
 namespace zt::test {
 
@@ -24,7 +25,7 @@ struct BoundGPT2 {
   // Every parameter in llm.c's order (which does not depend on how wte is cut into units).
   std::vector<float> llmc_order(bool grads = false) const {
     std::vector<float> v;
-    for_each_llmc_param(gpt, [&](int u, int i) {
+    gpt.for_each_param_in_file_order([&](int u, int i) {
       const Tensor& t = grads ? gpt.param(u, i).grad() : gpt.param(u, i);
       v.insert(v.end(), t.data<float>(), t.data<float>() + t.numel());
     });

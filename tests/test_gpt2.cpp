@@ -5,6 +5,8 @@
 #include <fstream>
 
 #include "models/gpt2.hpp"
+#include "models/llmc_format.hpp"
+#include "models/registry.hpp"
 #include "runtime/config.hpp"
 #include "runtime/sample.hpp"
 #include "runtime/trainer.hpp"
@@ -73,6 +75,38 @@ TEST_CASE("layout: the tied embedding's units") {
   CHECK(n == gpt2_num_params(gpt2));
   CHECK(gpt2_wte_units(kTiny) == 1);
   CHECK_THROWS_WITH_AS(gpt2_layout(kTiny, 3), doctest::Contains("must be >= 1 and divide padded_vocab_size 64"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("model: built by arch, each parameter with its Hugging Face name and layout") {
+  const std::unique_ptr<Model> m = make_model("gpt2", kTiny, 2);
+  CHECK(m->arch() == "gpt2");
+  CHECK(m->embedding_units() == 2);
+  CHECK(m->block_unit(0) == 2);
+  CHECK(m->num_params() == gpt2_num_params(kTiny));
+  CHECK(m->flops_per_token(16) == gpt2_flops_per_token(kTiny, 16));
+  CHECK(model_num_params_f64("gpt2", kTiny) == static_cast<double>(gpt2_num_params(kTiny)));
+  const auto& units = m->layout();
+  const ParamSpec& wte1 = units[1].params[0];
+  CHECK(wte1.hf_name == "wte.weight");
+  CHECK(wte1.row0 == 32);
+  CHECK(wte1.hf_rows == 50);  // the padded rows are not in Hugging Face's file
+  const ParamSpec& qkvw = units[size_t(m->block_unit(1))].params[2];
+  CHECK(qkvw.hf_name == "h.1.attn.c_attn.weight");
+  CHECK(qkvw.hf_transposed);  // Conv1D: (in, out)
+  CHECK(qkvw.hf_rows == 24);
+  CHECK_FALSE(units[size_t(m->block_unit(1))].params[3].hf_transposed);  // its bias
+  CHECK(units.back().params[1].hf_name == "ln_f.bias");
+  for (const UnitLayout& u : units)
+    for (const ParamSpec& p : u.params) {
+      CHECK(p.trainable);
+      CHECK_FALSE(p.hf_name.empty());
+    }
+  // Every parameter once in the file order, whole tensors before the next.
+  int64_t n = 0;
+  m->for_each_param_in_file_order([&](int u, int i) { n += shape_numel(units[size_t(u)].params[size_t(i)].shape); });
+  CHECK(n == m->num_params());
+  CHECK_THROWS_WITH_AS(make_model("llama2", kTiny), "model arch \"llama2\" is not implemented (expected \"gpt2\")",
                        std::invalid_argument);
 }
 

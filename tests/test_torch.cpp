@@ -8,6 +8,7 @@
 #include <random>
 
 #include "models/gpt2.hpp"
+#include "models/llmc_format.hpp"
 #include "runtime/data.hpp"
 #include "runtime/trainer.hpp"
 #include "tests/model_fixture.hpp"
@@ -80,7 +81,7 @@ TEST_CASE("tiny GPT-2: loss and every parameter gradient match PyTorch") {
   CHECK(std::abs(loss0 - ref[0]) <= 1e-4 * std::abs(ref[0]));
 
   size_t at = 1;
-  for_each_llmc_param(m.gpt, [&](int u, int i) {
+  m.gpt.for_each_param_in_file_order([&](int u, int i) {
     const Tensor& g = m.gpt.param(u, i).grad();
     const size_t n = static_cast<size_t>(g.numel());
     const ParamSpec& spec = m.gpt.layout()[u].params[i];

@@ -9,7 +9,7 @@
 
 namespace zt {
 
-ZeroEngine::ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
+ZeroEngine::ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
                        DType wire, const AioConfig& aio)
     : model_(model), comm_(comm), cfg_(zero) {
   UnitOptions options;

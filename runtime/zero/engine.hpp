@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "models/gpt2.hpp"
+#include "models/model.hpp"
 #include "runtime/config.hpp"
 #include "runtime/zero/optimizer_offload.hpp"
 #include "runtime/zero/param_offload.hpp"
@@ -32,7 +32,7 @@ class ZeroEngine {
   // With zero.offload_optimizer, AdamW's states live in an OptimizerOffload, with offload_param
   // the stage-3 shards in a ParamOffload; `aio` configures the io_uring engine of device nvme,
   // and construction is then collective (the ranks agree on a swap folder).
-  ZeroEngine(GPT2& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
+  ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
              DType wire = DType::f32, const AioConfig& aio = {});
   ~ZeroEngine();
 
@@ -40,7 +40,7 @@ class ZeroEngine {
   const std::vector<ShardedUnit>& units() const { return units_; }
   const ZeroScheduler& scheduler() const { return *scheduler_; }
 
-  // GPT-2's initialisation, unit by unit (stage 3 never holds more than one unit's parameters).
+  // The model's initialisation, unit by unit (stage 3 never holds more than one unit's parameters).
   void init_params(uint64_t seed);
   // Runs `write`, which fills every unit's full parameters (e.g. from a checkpoint); stage 3 holds
   // the whole model for it, then keeps only its shards.
@@ -99,7 +99,7 @@ class ZeroEngine {
   std::vector<Tensor> grad_shards() const;
   void full_params_written(int u);
 
-  GPT2& model_;
+  Model& model_;
   Communicator& comm_;
   ZeroConfig cfg_;
   std::vector<ShardedUnit> units_;

@@ -1,5 +1,7 @@
 // llm.c checkpoint files. [Note: units and llm.c's order] in gpt2.hpp says why the order on disk
 // differs from the order in memory.
+#include "models/llmc_format.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,7 +13,7 @@
 
 #include <unistd.h>
 
-#include "models/gpt2.hpp"
+#include "models/gpt2.hpp"  // the parameter count of a header's dimensions
 
 namespace zt {
 
@@ -32,18 +34,20 @@ std::runtime_error file_error(const std::string& path, const std::string& what) 
 
 }  // namespace
 
-void for_each_llmc_param(const GPT2& m, const std::function<void(int unit, int index)>& f) {
-  const int L = m.dims().n_layer, K = m.wte_units();
-  for (int k = 0; k < K; ++k) f(k, 0);  // wte, its row ranges in order
-  f(0, 1);                              // wpe
-  const int per_block = static_cast<int>(m.layout()[K].params.size());  // L >= 1 always
-  for (int k = 0; k < per_block; ++k)
-    for (int l = 0; l < L; ++l) f(K + l, k);
-  f(m.num_units() - 1, 0);  // lnfw
-  f(m.num_units() - 1, 1);  // lnfb
+LlmcHeader llmc_header(const ModelDims& d) {
+  LlmcHeader h{};
+  h[0] = kMagic, h[1] = kVersionF32, h[2] = d.max_seq_len, h[3] = d.vocab_size, h[4] = d.n_layer, h[5] = d.n_head;
+  h[6] = d.n_embd, h[7] = d.padded_vocab_size;
+  return h;
 }
 
-GPT2Dims read_llmc_header(const std::string& path) {
+void check_llmc_model(const Model& model) {
+  if (model.arch() != "gpt2")
+    throw std::invalid_argument("llm.c's checkpoint format holds GPT-2 only, not a model of arch \"" + model.arch() +
+                                "\"");
+}
+
+ModelDims read_llmc_header(const std::string& path) {
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) throw file_error(path, std::string("cannot open: ") + std::strerror(errno));
   int32_t h[kHeaderInts];
@@ -53,7 +57,7 @@ GPT2Dims read_llmc_header(const std::string& path) {
     throw file_error(path, "bad magic number " + std::to_string(h[0]) + " (an llm.c checkpoint has " + std::to_string(kMagic) + ")");
   if (h[1] != kVersionF32)
     throw file_error(path, "unsupported version " + std::to_string(h[1]) + " (only version 3, fp32, is read)");
-  GPT2Dims d{h[2], h[3], h[7], h[4], h[5], h[6]};
+  ModelDims d{h[2], h[3], h[7], h[4], h[5], h[6]};
   if (d.max_seq_len < 1 || d.vocab_size < 1 || d.n_layer < 1 || d.n_head < 1 || d.n_embd < 1 ||
       d.padded_vocab_size < d.vocab_size || d.n_embd % d.n_head)
     throw file_error(path, "impossible dimensions in header: " + dims_str(d));
@@ -73,13 +77,14 @@ GPT2Dims read_llmc_header(const std::string& path) {
   return d;
 }
 
-void load_llmc_checkpoint(const std::string& path, GPT2& model) {
-  const GPT2Dims d = read_llmc_header(path);
+void load_llmc_checkpoint(const std::string& path, Model& model) {
+  check_llmc_model(model);
+  const ModelDims d = read_llmc_header(path);
   if (!(d == model.dims()))
     throw file_error(path, "holds a model of " + dims_str(d) + ", but the model is " + dims_str(model.dims()));
   File f(std::fopen(path.c_str(), "rb"));
   if (!f || std::fseek(f.get(), kHeaderInts * 4, SEEK_SET) != 0) throw file_error(path, "cannot read parameters");
-  for_each_llmc_param(model, [&](int u, int i) {
+  model.for_each_param_in_file_order([&](int u, int i) {
     const Tensor& t = model.param(u, i);
     const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
     const Tensor host = direct ? t : Tensor::empty(t.shape(), DType::f32, MemCategory::other);
@@ -89,25 +94,17 @@ void load_llmc_checkpoint(const std::string& path, GPT2& model) {
   });
 }
 
-void save_llmc_checkpoint(const std::string& path, const GPT2& model) {
+void save_llmc_checkpoint(const std::string& path, const Model& model) {
+  check_llmc_model(model);
   // Written to a temporary name and renamed, so a failed or interrupted save never leaves a
   // truncated file under the final name.
   const std::string tmp = path + ".tmp";
   {
     File f(std::fopen(tmp.c_str(), "wb"));
     if (!f) throw file_error(path, std::string("cannot create: ") + std::strerror(errno));
-    const GPT2Dims& d = model.dims();
-    int32_t h[kHeaderInts] = {};
-    h[0] = kMagic;
-    h[1] = kVersionF32;
-    h[2] = d.max_seq_len;
-    h[3] = d.vocab_size;
-    h[4] = d.n_layer;
-    h[5] = d.n_head;
-    h[6] = d.n_embd;
-    h[7] = d.padded_vocab_size;
-    bool ok = std::fwrite(h, sizeof(int32_t), kHeaderInts, f.get()) == kHeaderInts;
-    for_each_llmc_param(model, [&](int u, int i) {
+    const LlmcHeader h = llmc_header(model.dims());
+    bool ok = std::fwrite(h.data(), sizeof(int32_t), kHeaderInts, f.get()) == kHeaderInts;
+    model.for_each_param_in_file_order([&](int u, int i) {
       const Tensor t = host_f32(model.param(u, i));
       ok = ok && std::fwrite(t.data<float>(), sizeof(float), static_cast<size_t>(t.numel()), f.get()) ==
                      static_cast<size_t>(t.numel());

@@ -1,0 +1,128 @@
+// Model: what the runtime knows of a model. A model is its parameters cut into units (the ZeRO
+// engine's sharding and gathering unit: the embedding's row ranges, each transformer block, the
+// final norm), each unit one flat buffer whose tensors the model describes by ParamSpec, and its
+// math: the embedding, a per-block function, and the head, run by forward() with the tape's unit
+// markers around each ([Note: unit hooks] in tensor/tape.hpp). The runtime builds one through
+// models/registry.hpp by `model.arch`, and names no concrete model.
+//
+// [Note: a new model] An architecture implements this interface in models/<arch>.{hpp,cpp}
+// (layout with Hugging Face names, init, embed/block/head; the block a free function of the
+// block's tensors, like gpt2_block), adds its dimensions to ModelDims if it has new ones, and
+// registers itself in models/registry.cpp. ZeRO, checkpoints, export to safetensors, the
+// estimate and the trace then work on it unchanged.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/model_dims.hpp"
+#include "tensor/tape.hpp"
+#include "tensor/tensor.hpp"
+
+namespace zt {
+
+// One tensor of a unit (or a row range of one: a tied embedding cut into units).
+struct ParamSpec {
+  std::string name;  // the model's own, e.g. GPT-2's llm.c "qkvw"; unique with the layer and row0
+  int layer;         // -1 outside the blocks
+  Shape shape;
+  int64_t offset;      // within the unit's flat buffer
+  bool decay;          // weight decay applies (matrices and embeddings)
+  int tensor = 0;      // the model tensor's number (the row ranges of one share it), its init stream
+  int64_t row0 = 0;    // the first row of the model tensor this holds
+  bool trainable = true;  // frozen parameters come with LoRA; every parameter trains for now
+  // Hugging Face's name and layout, for export: `hf_name` holds the model tensor's first
+  // `hf_rows` rows (a padded vocabulary's extra rows are not in the file); `hf_transposed` for a
+  // matrix stored (in, out), as GPT-2's Conv1D weights are.
+  std::string hf_name;
+  int64_t hf_rows = 0;
+  bool hf_transposed = false;
+};
+
+struct UnitLayout {
+  std::string name;  // "embedding", "block3", "final"
+  std::vector<ParamSpec> params;
+  int64_t numel = 0;
+};
+
+class Model {
+ public:
+  Model(std::string arch, const ModelDims& d, std::vector<UnitLayout> layout, int embedding_units);
+  virtual ~Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::string& arch() const { return arch_; }
+  const ModelDims& dims() const { return dims_; }
+  const std::vector<UnitLayout>& layout() const { return layout_; }
+  int num_units() const { return static_cast<int>(layout_.size()); }
+  // Units 0..K-1 hold the token embedding's row ranges (the first also what else the embedding
+  // has); the blocks follow, unit K + l for block l.
+  int embedding_units() const { return embedding_units_; }
+  int block_unit(int layer) const { return embedding_units_ + layer; }
+  int64_t num_params() const;
+
+  // Points unit u's parameter tensors at views of `params` (numel of the unit) and, if defined,
+  // their gradients at views of `grads`; parameters then require grad. The buffers are owned by
+  // the caller (the ZeRO engine, or whoever loads weights).
+  void bind_unit(int u, const Tensor& params, const Tensor& grads);
+  const Tensor& param(int u, int i) const { return bound_.at(u).at(i); }
+  const std::vector<Tensor>& unit_params(int u) const { return bound_.at(u); }
+
+  void init(uint64_t seed);
+  // The model's initialisation for one unit alone (every tensor draws from its own stream), so a
+  // sharded engine can initialise unit by unit without holding the whole model.
+  virtual void init_unit(int u, uint64_t seed) = 0;
+
+  // tokens, targets (B,T) i32 on the host -> mean loss (targets == -1 ignored), a host scalar.
+  // Computes where the bound parameters live (their device and dtype). Records on the tape.
+  Tensor forward(Tape& tape, const Tensor& tokens, const Tensor& targets);
+  // tokens (B,T) -> logits (B,T,Vp) f32 on the host, for inference: the parts are joined without
+  // autograd.
+  Tensor logits(Tape& tape, const Tensor& tokens);
+
+  // Training FLOPs per token at sequence length T (6 per parameter plus attention's).
+  virtual double flops_per_token(int T) const = 0;
+  // DeepSpeed's "largest layer" (model_to_params in deepspeed/runtime/zero/stage3.py): the most
+  // parameters one torch module of the Hugging Face model holds itself.
+  virtual int64_t deepspeed_largest_layer() const = 0;
+
+  // Calls f(unit, index) for every parameter in the model's file order (GPT-2: llm.c's), in which
+  // the parameters, each whole (a tensor's row ranges in order), make one stream of floats
+  // whatever the embedding's units: [Note: weights in file order] in runtime/weights.cpp.
+  virtual void for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const = 0;
+
+ protected:
+  // The model's math, each step bracketing its units on the tape (tape.begin_unit/end_unit).
+  // tokens (B,T) i32 on the host, checked against the vocabulary -> the residual stream (B,T,C).
+  virtual Tensor embed(Tape& tape, const Tensor& host_tokens) = 0;
+  // Block `layer` (unit block_unit(layer)), without its unit markers: forward() places them.
+  virtual Tensor block(Tape& tape, int layer, const Tensor& x) = 0;
+  // The residual stream -> the logits as column ranges of equal width, (B,T,Vp/K) each.
+  virtual std::vector<Tensor> head(Tape& tape, const Tensor& x) = 0;
+
+ private:
+  std::vector<Tensor> logit_parts(Tape& tape, const Tensor& tokens);
+
+  std::string arch_;
+  ModelDims dims_;
+  std::vector<UnitLayout> layout_;
+  int embedding_units_;
+  std::vector<std::vector<Tensor>> bound_;
+};
+
+// Appends a tensor to `u`'s layout at the end of its buffer.
+void add_param(UnitLayout& u, ParamSpec p);
+
+// Token ids must lie in [0, padded_vocab_size): std::invalid_argument naming the first that does not.
+void check_tokens(const Tensor& host_tokens, int padded_vocab_size);
+
+// Parameters on any device and in any floating dtype, through the host in f32: store_f32 writes
+// host f32 values into t (rounded to its dtype), host_f32 returns t's values (t itself when it is
+// a host f32 tensor, else a copy).
+void store_f32(const Tensor& t, const Tensor& host);
+Tensor host_f32(const Tensor& t);
+
+}  // namespace zt

@@ -27,21 +27,24 @@ void ZeroScheduler::begin_pass(bool reduce) {
   for (int u : order_) ++writers_left_[u];
 }
 
-void ZeroScheduler::record(int u, bool backward) {
+bool ZeroScheduler::record(int u, bool backward) {
   const size_t F = order_.size();
   if (!frozen_) {
     if (!backward) {  // the first forward pass
       order_.push_back(u);
-      return;
+      return false;
     }
     frozen_ = true;  // the first backward: the forward order is complete
     begin_pass(reduce_);
     pos_ = F;
   }
   const int want = unit_at(pos_);
+  if (!backward && pos_ >= F && want == u) return true;  // recomputed just before its backward
   if (want != u)
-    throw std::logic_error("ZeRO schedule: unit " + units_.at(u)->name() + " ran at position " + std::to_string(pos_) +
+    throw std::logic_error("ZeRO schedule: unit " + units_.at(u)->name() + " ran " +
+                           (backward ? "backward" : "forward") + " at position " + std::to_string(pos_) +
                            " where the recorded order has " + (want < 0 ? std::string("none") : units_[want]->name()));
+  return false;
 }
 
 void ZeroScheduler::gather_now(int u) {
@@ -52,7 +55,7 @@ void ZeroScheduler::gather_now(int u) {
 
 void ZeroScheduler::pre(int u, bool backward) {
   poll();
-  record(u, backward);
+  recomputing_ = record(u, backward);
   gather_now(u);
   running_ = u;
   if (backward) {
@@ -70,9 +73,15 @@ void ZeroScheduler::pre(int u, bool backward) {
 
 void ZeroScheduler::post(int u, bool backward) {
   if (trace_)
-    trace_->span(TraceLane::compute, (backward ? "backward " : "forward ") + units_[u]->name(), compute_started_,
-                 Trace::clock::now());
+    trace_->span(TraceLane::compute,
+                 (backward ? "backward " : recomputing_ ? "recompute " : "forward ") + units_[u]->name(),
+                 compute_started_, Trace::clock::now());
   running_ = -1;
+  if (recomputing_) {  // its backward comes next, at the same position
+    recomputing_ = false;
+    poll();
+    return;
+  }
   if (backward && reduce_ && (--writers_left_[u] == 0 || stage_ >= 2)) reduce(u);
   ScheduledUnit& x = *units_[u];
   if (!x.persistent() && x.state() == ParamState::gathered && !reused_soon(u)) x.release();
@@ -163,6 +172,7 @@ void ZeroScheduler::end_pass() {
     if (!x->persistent() && x->state() == ParamState::gathered) x->release();
   }
   running_ = -1;
+  recomputing_ = false;
 }
 
 void ZeroScheduler::gather_kept() {

@@ -19,6 +19,11 @@
 //   head's backward to the embedding's (a unit's next backward waits for its reduction first).
 // - with offload_param, the pre-hook also starts reading the shards of the next units to gather
 //   ([Note: parameter offload]).
+// - a unit may run forward again during backward, just before its own backward: activation
+//   checkpointing recomputes a block there. Its pre-hook gathers it again (stage 3 released it
+//   after the first forward), and its post-hook keeps it for the backward that follows; the
+//   schedule's position does not move. A recompute is recognised once the pass's backward has
+//   begun (its first backward hook: the head's, which is never recomputed).
 // - every hook tests the collectives in flight, which also drives MPI in its polled mode.
 // With overlap_comm false every collective is waited for where it starts.
 #pragma once
@@ -65,7 +70,8 @@ class ZeroScheduler {
  private:
   void pre(int u, bool backward);
   void post(int u, bool backward);
-  void record(int u, bool backward);
+  // Checks the unit against the schedule (the first pass records it); true for a recompute.
+  bool record(int u, bool backward);
   void gather_now(int u);
   void prefetch();
   void prefetch_shards();
@@ -82,6 +88,7 @@ class ZeroScheduler {
   size_t pos_ = 0;          // position in the pass's schedule: forward order then its reverse
   bool reduce_ = false;
   int running_ = -1;               // the unit between its pre- and post-hook
+  bool recomputing_ = false;       // running_ is a recompute during backward
   std::vector<int> writers_left_;  // backward runs still to come in this pass, per unit
   std::deque<int> reducing_;       // units whose reduction is in flight, oldest first
   Trace* trace_ = nullptr;

@@ -10,6 +10,7 @@
 #include "offload/swap_store.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/trainer.hpp"
+#include "runtime/zero/buffer_plan.hpp"
 #include "runtime/zero/scheduler.hpp"
 #include "runtime/zero/shard.hpp"
 
@@ -119,14 +120,15 @@ class GhostParamOffload {
   int64_t cached_ = 0;
 };
 
-// One rank's ShardedUnit (runtime/zero/sharded_unit.hpp) without its buffers: each allocation and
-// free is charged to the ledger where the runtime charges it, and the real ZeroScheduler decides
-// when. A collective completes where the scheduler waits for it, or (a gather) where it first
-// tests it; a reduction is only waited for where reduce_bucket_size forces it, which gives the
-// bound the rules allow for the full gradients of stages 2-3.
+// One rank's ShardedUnit (runtime/zero/sharded_unit.hpp) without its buffers: the same buffer plan
+// (runtime/zero/buffer_plan.hpp), each buffer charged to the ledger where the unit allocates or
+// frees it, and the real ZeroScheduler decides when. A collective completes where the scheduler
+// waits for it, or (a gather) where it first tests it; a reduction is only waited for where
+// reduce_bucket_size forces it, which gives the bound the rules allow for the full gradients of
+// stages 2-3.
 class GhostUnit final : public ScheduledUnit {
  public:
-  // `wire`: f32, or the 16-bit type of [Note: mixed precision].
+  // `wire`: f32, or the 16-bit type of [Note: mixed precision]; the host computes in f32.
   // `poff`: the parameter offload, null without one.
   GhostUnit(const UnitLayout& lay, const ZeroConfig& z, int world, DType wire, GhostRank& rank,
             GhostParamOffload* poff)
@@ -135,30 +137,22 @@ class GhostUnit final : public ScheduledUnit {
         stage_(z.stage),
         world_(world),
         persistent_(z.stage < 3 || lay.numel < z.param_persistence_threshold),
-        wire_(wire),
         rank_(rank),
         mem_(rank.mem) {
-    const bool offload_states = z.offload_optimizer.enabled();
-    // What a rank holds from construction on ([Note: ZeRO buffers]): full parameters where kept,
-    // the masters where they are buffers of their own (stage 3; every stage in 16 bits, then with
-    // the optimizer, beside a 16-bit parameter shard), full gradients (stages 0-1) or gradient
-    // shards (2-3), AdamW's m and v.
-    // With offload ([Note: optimizer offload]) m, v and a master of its own are elsewhere, and so
-    // is the shard a stage-3 unit gathers from ([Note: parameter offload]).
-    const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;
-    if (persistent_) mem_.add(MemCategory::parameters, f32_bytes(P));
-    const size_t shard = mixed() ? half_bytes(M) : stage_ == 3 ? f32_bytes(S) : 0;
-    if (poff && stage_ == 3 && !persistent_) {
+    BufferPlanInput in;
+    in.geo = geo_, in.stage = stage_, in.persistent = persistent_, in.wire = wire;
+    in.offload_states = z.offload_optimizer.enabled(), in.offload_param = poff != nullptr;
+    plan_ = plan_unit_buffers(in);
+    // What a rank holds from construction on: every kept buffer. The shard a stage-3 unit gathers
+    // from may be the parameter offload's instead.
+    for (const BufferSpec& b : plan_.buffers)
+      if (b.life == BufferLife::kept) mem_.add(b.category, b.bytes());
+    if (plan_.param_offloaded) {
       poff_ = poff;
-      index_ = poff->add(shard, M);
-    } else {
-      mem_.add(MemCategory::parameters, shard);
+      index_ = poff->add(plan_[plan_.gather_source()].bytes(), plan_[plan_.gather_source()].numel);
     }
-    if (mixed() && !offload_states) mem_.add(MemCategory::optimizer, f32_bytes(M));
-    mem_.add(MemCategory::gradients, f32_bytes(stage_ < 2 ? P : S));
-    if (!offload_states) mem_.add(MemCategory::optimizer, 2 * f32_bytes(M));
     state_ = persistent_ ? ParamState::gathered : ParamState::sharded;
-    grads_ = stage_ < 2;
+    grads_ = plan_[UnitBuffer::full_grads].life == BufferLife::kept;
   }
 
   const std::string& name() const override { return name_; }
@@ -169,8 +163,8 @@ class GhostUnit final : public ScheduledUnit {
   void start_gather() override {
     if (pending_) finish_update();
     if (poff_) poff_->ready(index_);
-    if (!persistent_) mem_.add(MemCategory::parameters, f32_bytes(geo_.padded()));
-    if (mixed()) mem_.add(MemCategory::parameters, half_bytes(geo_.padded()));  // the 16-bit wire buffer
+    if (!persistent_) charge(UnitBuffer::full_params);
+    charge(UnitBuffer::wire_params);
     state_ = ParamState::gathering;
   }
   bool gather_done() override {
@@ -179,7 +173,7 @@ class GhostUnit final : public ScheduledUnit {
   }
   void wait_gather() override {
     if (state_ != ParamState::gathering) return;
-    if (mixed()) mem_.sub(MemCategory::parameters, half_bytes(geo_.padded()));
+    drop(UnitBuffer::wire_params);
     if (poff_) poff_->done_with(index_);
     state_ = ParamState::gathered;
   }
@@ -188,7 +182,7 @@ class GhostUnit final : public ScheduledUnit {
   }
   void release() override {
     if (persistent_ || state_ == ParamState::sharded) return;
-    mem_.sub(MemCategory::parameters, f32_bytes(geo_.padded()));
+    drop(UnitBuffer::full_params);
     state_ = ParamState::sharded;
   }
   // ShardedUnit::update's effects: the shard is here for it and written back after it, and the
@@ -202,25 +196,24 @@ class GhostUnit final : public ScheduledUnit {
 
   void prepare_grads() override {
     if (grads_) return;
-    mem_.add(MemCategory::gradients, f32_bytes(geo_.padded()));
+    charge(UnitBuffer::full_grads);
     grads_ = true;
   }
   void start_reduce(bool scatter) override {
     const int64_t P = geo_.padded(), S = geo_.shard;
+    const bool wire = plan_[UnitBuffer::wire_grads].exists();
     if (world_ == 1) {
       // One rank: done at once; in 16 bits the gradients round through a temporary 16-bit copy.
-      if (mixed()) {
-        mem_.add(MemCategory::gradients, half_bytes(P));
-        mem_.sub(MemCategory::gradients, half_bytes(P));
-      }
+      charge(UnitBuffer::wire_grads);
+      drop(UnitBuffer::wire_grads);
       finish_reduce();
       return;
     }
     const bool all_reduce = stage_ == 0 || !scatter;
-    if (mixed()) {
+    if (wire) {
       // The 16-bit copy of the gradients, and the communicator's f32 staging: in and out of an
       // all-reduce, or in and this rank's slice of a reduce-scatter.
-      mem_.add(MemCategory::gradients, half_bytes(P));
+      charge(UnitBuffer::wire_grads);
       staged_ = rank_.staging.get(all_reduce ? 2 * P : P + S);
     }
     // comm/mpi_communicator.cpp: a reduce-scatter (f32, or the staged f32 of 16 bits) runs as a
@@ -240,23 +233,23 @@ class GhostUnit final : public ScheduledUnit {
   bool reducing() const override { return reducing_; }
 
  private:
-  bool mixed() const { return wire_ != DType::f32; }
+  void charge(UnitBuffer b) { mem_.add(plan_[b].category, plan_[b].exists() ? plan_[b].bytes() : 0); }
+  void drop(UnitBuffer b) { mem_.sub(plan_[b].category, plan_[b].exists() ? plan_[b].bytes() : 0); }
   void finish_update() {
     pending_ = false;
     if (!poff_) return;
     poff_->make_room(index_);
     poff_->store(index_);
   }
-  static size_t half_bytes(int64_t elements) { return static_cast<size_t>(elements) * 2; }
 
   void finish_reduce() {
-    if (reducing_ && mixed()) {
+    if (reducing_ && plan_[UnitBuffer::wire_grads].exists()) {
       rank_.staging.put(staged_);
-      mem_.sub(MemCategory::gradients, half_bytes(geo_.padded()));
+      drop(UnitBuffer::wire_grads);
     }
     reducing_ = false;
-    if (stage_ < 2) return;  // the full gradients are kept
-    mem_.sub(MemCategory::gradients, f32_bytes(geo_.padded()));
+    if (plan_[UnitBuffer::full_grads].life == BufferLife::kept) return;
+    drop(UnitBuffer::full_grads);
     grads_ = false;
   }
 
@@ -264,7 +257,7 @@ class GhostUnit final : public ScheduledUnit {
   ShardGeometry geo_;
   int stage_, world_;
   bool persistent_;
-  DType wire_;
+  BufferPlan plan_;
   GhostRank& rank_;
   MemAccounting& mem_;
   ParamState state_;

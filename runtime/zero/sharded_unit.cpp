@@ -1,6 +1,7 @@
 #include "runtime/zero/sharded_unit.hpp"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <utility>
 
@@ -10,8 +11,6 @@
 
 namespace zt {
 
-Tensor ShardedUnit::kept(int64_t n, MemCategory c, DType t) const { return Tensor::zeros({n}, t, c, *memory_); }
-Tensor ShardedUnit::absent(int64_t n, MemCategory c, DType t) const { return Tensor::meta({n}, t, c, *memory_); }
 
 void ShardedUnit::cast_into(const Tensor& from, const Tensor& to) const {
   const Backend& be = backend(from.device());
@@ -51,51 +50,40 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
     throw std::invalid_argument("unit " + name_ + ": " + (staged_ ? "offload_optimizer" : "offload_param") +
                                 " with units on " + where +
                                 " needs bf16 or fp16 (in fp32 the parameters are the master AdamW updates)");
-  // [Note: offload from a device]: an offloaded 16-bit shard lives on the host (page-locked) and
-  // the gather sends a device copy of it.
-  const auto shard_of = [&](int64_t n) {
-    if (!param_offloaded_) return kept(n, MemCategory::parameters, wire_);
-    if (!param_host_) return absent(n, MemCategory::parameters, wire_);
-    upload_ = absent(n, MemCategory::parameters, wire_);
-    return Tensor::meta({n}, wire_, MemCategory::parameters, memory_->pinned_host());
-  };
-  // An offloaded master passes through host memory on its way to the store.
-  Allocator& master_memory = staged_ ? cpu_allocator() : *memory_;
-  const int64_t P = geo_.padded(), S = geo_.shard, M = stage_ == 0 ? P : S;  // M: the master's length
-  const DType compute = narrow_ ? wire_ : DType::f32;
-  full_params_ = persistent_ ? kept(P, MemCategory::parameters, compute) : absent(P, MemCategory::parameters, compute);
-  if (narrow_) {  // [Note: compute in 16 bits]
-    master_ = offload_states_ ? Tensor::meta({M}, DType::f32, MemCategory::optimizer, master_memory)
-                              : kept(M, MemCategory::optimizer);
-    if (stage_ == 0) shard16_ = full_params_;
-    else if (stage_ < 3) shard16_ = full_params_.view(geo_.begin(), {S});
-    else shard16_ = shard_of(S);
-  } else if (mixed()) {
-    master_ = offload_states_ ? Tensor::meta({M}, DType::f32, MemCategory::optimizer, master_memory)
-                              : kept(M, MemCategory::optimizer);
-    shard16_ = shard_of(M);
-    wire_params_ = absent(P, MemCategory::parameters, wire_);
-    wire_grads_ = absent(P, MemCategory::gradients, wire_);
-  } else if (stage_ == 0) {
-    master_ = full_params_;
-  } else if (stage_ < 3) {
-    master_ = full_params_.view(geo_.begin(), {S});
-  } else {
-    master_ = param_offloaded_ ? absent(S, MemCategory::parameters) : kept(S, MemCategory::parameters);
+  BufferPlanInput in;
+  in.geo = geo_, in.stage = stage_, in.persistent = persistent_, in.wire = wire_, in.narrow = narrow_;
+  in.offload_states = offload_states_, in.offload_param = options.offload_param;
+  in.on_device = memory_->device() != Device::cpu;
+  const BufferPlan plan = plan_unit_buffers(in);
+  std::array<Tensor, kUnitBuffers> made;
+  for (int i = 0; i < kUnitBuffers; ++i) {  // a view's buffer comes before it in the table
+    const BufferSpec& b = plan.buffers[size_t(i)];
+    Allocator& a = b.place == BufferPlace::unit   ? *memory_
+                   : b.place == BufferPlace::host ? cpu_allocator()
+                                                  : memory_->pinned_host();
+    switch (b.life) {
+      case BufferLife::none: break;
+      case BufferLife::kept: made[size_t(i)] = Tensor::zeros({b.numel}, b.dtype, b.category, a); break;
+      case BufferLife::on_use:
+      case BufferLife::elsewhere: made[size_t(i)] = Tensor::meta({b.numel}, b.dtype, b.category, a); break;
+      case BufferLife::view: made[size_t(i)] = made[size_t(b.of)].view(b.offset, {b.numel}); break;
+    }
   }
-
-  full_grads_ = stage_ < 2 ? kept(P, MemCategory::gradients, compute) : absent(P, MemCategory::gradients, compute);
-  if (stage_ == 0) grad_shard_ = full_grads_;
-  else if (stage_ == 1) grad_shard_ = full_grads_.view(geo_.begin(), {S});
-  else grad_shard_ = kept(S, MemCategory::gradients);
-  if (staged_) {  // [Note: offload from a device]
-    host_grads_ = Tensor::zeros({M}, DType::f32, MemCategory::gradients, memory_->pinned_host());
-    host_shard16_ = Tensor::zeros({M}, wire_, MemCategory::parameters, memory_->pinned_host());
-  }
-
+  auto take = [&](UnitBuffer b) { return std::move(made[size_t(b)]); };
+  full_params_ = take(UnitBuffer::full_params);
+  master_ = take(UnitBuffer::master);
+  full_grads_ = take(UnitBuffer::full_grads);
+  grad_shard_ = take(UnitBuffer::grad_shard);
+  shard16_ = take(UnitBuffer::shard16);
+  wire_params_ = take(UnitBuffer::wire_params);
+  wire_grads_ = take(UnitBuffer::wire_grads);
+  host_grads_ = take(UnitBuffer::host_grads);
+  host_shard16_ = take(UnitBuffer::host_shard16);
+  upload_ = take(UnitBuffer::upload);
+  // AdamW makes its m and v (beside the master) where the plan has them.
   opt_ = std::make_unique<AdamW>(opt, master_, staged_ ? host_grads_ : grad_shard_,
                                  clip_ranges(decayed, stage_ == 0 ? 0 : geo_.begin(), master_.numel()),
-                                 !offload_states_);
+                                 plan[UnitBuffer::adam_m].exists());
 }
 
 void ShardedUnit::start_gather() {

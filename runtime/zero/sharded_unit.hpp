@@ -1,16 +1,8 @@
 // ShardedUnit: one unit's flat buffers on this rank, the collectives that move them, and the
 // parameter state that says where they stand. The scheduler decides when; this class knows how.
 //
-// [Note: ZeRO buffers] Per unit and rank, by stage (S = the shard length, [Note: flat shards]):
-//   stage | full parameters        | master (AdamW's params)    | full gradients        | gradient shard
-//   0     | kept                   | the full parameters        | kept                  | the full gradients
-//   1     | kept                   | own slice of the full ones | kept                  | own slice of them
-//   2     | kept                   | own slice of the full ones | one micro-batch long  | own buffer of S
-//   3     | gathered while in use  | own buffer of S            | one micro-batch long  | own buffer of S
-// Stage 3 units under stage3_param_persistence_threshold keep their full parameters, like stage 2.
-// Kept full parameters of stages 1-3 are all-gathered from the masters after each update.
-// Offload takes AdamW's states (and a master of its own) out of the unit ([Note: optimizer
-// offload]) and, at stage 3, the shard it gathers from ([Note: parameter offload]).
+// Which buffers a unit has, by stage, precision, device and offload: [Note: ZeRO buffers] in
+// runtime/zero/buffer_plan.hpp, the table this class makes them from.
 //
 // [Note: mixed precision] With a 16-bit wire dtype (bf16.enabled, fp16.enabled) the masters are
 // fp32 buffers of their own (counted with AdamW's states, as DeepSpeed counts 12 bytes a
@@ -44,6 +36,7 @@
 #include "runtime/config.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/trace.hpp"
+#include "runtime/zero/buffer_plan.hpp"
 #include "runtime/zero/scheduled_unit.hpp"
 #include "runtime/zero/shard.hpp"
 #include "tensor/tensor.hpp"
@@ -160,8 +153,6 @@ class ShardedUnit final : public ScheduledUnit {
   Tensor gather_source();  // the shard the all-gather sends, on the unit's device
   bool mixed() const { return wire_ != DType::f32; }
   bool widens() const { return mixed() && !narrow_; }  // compute in f32 over a 16-bit wire
-  Tensor kept(int64_t n, MemCategory c, DType t = DType::f32) const;    // zeroed now
-  Tensor absent(int64_t n, MemCategory c, DType t = DType::f32) const;  // storage without data yet
   void cast_into(const Tensor& from, const Tensor& to) const;
   Tensor round_through(const Tensor& x, MemCategory c) const;
   void trace(TraceLane lane, const char* what, Trace::clock::time_point begin, const WorkPtr& w) const;

@@ -7,6 +7,7 @@
 
 #include "comm/communicator.hpp"
 #include "runtime/zero/buffer_plan.hpp"
+#include "runtime/zero/collectives.hpp"
 #include "runtime/zero/sharded_unit.hpp"
 
 namespace zt {
@@ -134,6 +135,62 @@ TEST_CASE("a ShardedUnit holds the buffers its plan names, views where the plan 
       if (p[grad_shard].life == view) CHECK(u.grad_shard().storage() == u.full_grads().storage());
       CHECK(u.param_shard().dtype() == wire);
     }
+}
+
+}  // namespace
+}  // namespace zt
+
+namespace zt {
+namespace {
+
+TEST_CASE("a unit's gradients are held while its update runs behind the forward, and zeroed when it ends") {
+  const std::unique_ptr<Communicator> self = make_self_communicator();
+  ShardedUnit u("u", 100, {}, 2, false, *self, OptimizerConfig{});
+  u.grad_shard().fill(1.0f);
+  u.mark_update_pending();
+  CHECK(u.optimizer().state() == OptimizerShard::State::pending);
+  CHECK(u.state() == ParamState::sharded);  // its kept full parameters are stale until the update ends
+  u.begin_step();  // the next step begins while the update still reads the gradients
+  CHECK(u.grad_shard().data<float>()[7] == 1.0f);
+  u.begin_update();
+  u.finish_update();
+  CHECK(u.optimizer().state() == OptimizerShard::State::current);
+  CHECK(u.grad_shard().data<float>()[7] == 0.0f);  // begin_step's zeroing, done now
+  u.grad_shard().fill(1.0f);
+  u.begin_step();  // nothing pending: zeroed at once
+  CHECK(u.grad_shard().data<float>()[7] == 0.0f);
+}
+
+TEST_CASE("one rank in bf16: the gradients still take the wire's rounding") {
+  const std::unique_ptr<Communicator> self = make_self_communicator();
+  UnitOptions o;
+  o.wire = DType::bf16;
+  ShardedUnit u("u", 100, {}, 0, false, *self, OptimizerConfig{}, o);
+  const float x = 1.0f + 1.0f / 1024;  // between two bf16 values: rounds to 1
+  u.full_grads().fill(x);
+  u.start_reduce(true);
+  CHECK_FALSE(u.reducing());
+  CHECK(u.grad_shard().data<float>()[3] == 1.0f);
+}
+
+TEST_CASE("collectives over a one-rank shard group: the average is the buffer, the slice is the whole") {
+  const std::unique_ptr<Communicator> self = make_self_communicator();
+  const ShardGeometry geo = shard_geometry(64, 1, 0);
+  Tensor g = Tensor::zeros({geo.padded()}, DType::f32, MemCategory::gradients);
+  g.fill(3.0f);
+  reduce_grads(*self, g, geo, true)->wait();
+  CHECK(g.data<float>()[5] == 3.0f);
+  reduce_grads(*self, g, geo, false)->wait();
+  CHECK(g.data<float>()[63] == 3.0f);
+  Tensor shard = Tensor::zeros({geo.shard}, DType::f32, MemCategory::gradients);
+  accumulate_into_shard(shard, g, cpu_allocator());
+  accumulate_into_shard(shard, g, cpu_allocator());
+  CHECK(shard.data<float>()[0] == 6.0f);
+  const Tensor wide = Tensor::zeros({4}, DType::f32, MemCategory::other);
+  wide.fill(1.0f + 1.0f / 1024);
+  const Tensor low = round_through(wide, DType::bf16, MemCategory::other, cpu_allocator());
+  CHECK(low.dtype() == DType::bf16);
+  CHECK(wide.data<float>()[2] == 1.0f);
 }
 
 }  // namespace

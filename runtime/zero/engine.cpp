@@ -42,10 +42,10 @@ ZeroEngine::ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroC
     io_ = std::make_unique<IoEngine>(aio);
   }
   if (options.offload_states) offload_ = std::make_unique<OptimizerOffload>(units_, cfg_, io_.get(), swap_dir);
-  if (options.offload_param) {
-    param_offload_ = std::make_unique<ParamOffload>(units_, cfg_.offload_param, io_.get(), swap_dir);
-    for (int u = 0; u < static_cast<int>(units_.size()); ++u) units_[u].set_param_offload(param_offload_.get(), u);
-  }
+  if (options.offload_param) param_offload_ = std::make_unique<ParamOffload>(units_, cfg_.offload_param, io_.get(), swap_dir);
+  // The one place units learn of their offloads.
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u)
+    units_[u].attach_offloads(offload_.get(), param_offload_.get(), u);
 }
 
 ZeroEngine::~ZeroEngine() = default;

@@ -39,7 +39,7 @@ OptimizerOffload::OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroCo
   for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
     const ShardedUnit& x = units_[u];
     const int64_t M = x.master_numel();
-    const size_t per_element = (x.master_offloaded() ? 3 : 2) * kF32;
+    const size_t per_element = (x.optimizer().master_offloaded() ? 3 : 2) * kF32;
     for (int64_t b = 0; b < M; b += zero.sub_group_size) {
       const int64_t e = std::min(M, b + zero.sub_group_size);
       const size_t bytes = static_cast<size_t>(e - b) * per_element;
@@ -48,7 +48,6 @@ OptimizerOffload::OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroCo
     }
   }
   next_read_ = next_update_ = groups_.size();  // no update in progress
-  for (int u = 0; u < static_cast<int>(units_.size()); ++u) units_[u].set_optimizer_offload(this, u);
   if (engine_) {
     const int n = static_cast<int>(std::min<size_t>(static_cast<size_t>(cfg_.buffer_count), groups_.size()));
     for (int i = 0; i < n; ++i) {
@@ -66,7 +65,7 @@ OptimizerOffload::~OptimizerOffload() {
 void OptimizerOffload::arrays(const Group& g, char* base, float*& master, float*& m, float*& v) const {
   const size_t n = static_cast<size_t>(g.end - g.begin);
   float* f = reinterpret_cast<float*>(base);
-  const bool own = units_[g.unit].master_offloaded();
+  const bool own = units_[g.unit].optimizer().master_offloaded();
   master = own ? f : nullptr;
   m = f + (own ? n : 0);
   v = m + n;
@@ -79,7 +78,7 @@ void OptimizerOffload::store_initial(int u) {
     std::memset(m, 0, static_cast<size_t>(n) * kF32);
     std::memset(v, 0, static_cast<size_t>(n) * kF32);
   });
-  x.release_master();
+  x.optimizer().release_master();
 }
 
 void OptimizerOffload::visit_unit(int u, bool load, const GroupVisitor& fn) {
@@ -152,7 +151,7 @@ void OptimizerOffload::update_group(const Group& g, char* base, float lr, float 
   if (g.begin == 0) x.begin_update();
   {
     Trace::Scope span(trace_, TraceLane::optimizer, "adamw " + store_->name(g.record));
-    x.update_range(lr, grad_scale, t, g.begin, g.end, master, m, v);
+    x.optimizer().step_range(lr, grad_scale, t, g.begin, g.end, master, m, v);
   }
   if (g.end == x.master_numel()) x.finish_update();
 }

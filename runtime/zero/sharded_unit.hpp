@@ -1,5 +1,8 @@
-// ShardedUnit: one unit's flat buffers on this rank, the collectives that move them, and the
-// parameter state that says where they stand. The scheduler decides when; this class knows how.
+// ShardedUnit: one unit's parameters and gradients on this rank (FSDP2's parameter group), the
+// state that says where they stand, and its optimizer shard. The scheduler decides when; this class
+// knows how, through the buffer plan (runtime/zero/buffer_plan.hpp: which buffers), the
+// collectives (runtime/zero/collectives.hpp: how they move) and the OptimizerShard
+// (runtime/zero/optimizer_shard.hpp: the master, AdamW and the offload hand-off).
 //
 // Which buffers a unit has, by stage, precision, device and offload: [Note: ZeRO buffers] in
 // runtime/zero/buffer_plan.hpp, the table this class makes them from.
@@ -29,14 +32,16 @@
 // optimizer directly). Both need a 16-bit wire (in fp32 the master is the device's parameters).
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/communicator.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/config.hpp"
-#include "runtime/optimizer.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/zero/buffer_plan.hpp"
+#include "runtime/zero/optimizer_shard.hpp"
 #include "runtime/zero/scheduled_unit.hpp"
 #include "runtime/zero/shard.hpp"
 #include "tensor/tensor.hpp"
@@ -61,7 +66,13 @@ struct UnitOptions {
 
 class ShardedUnit final : public ScheduledUnit {
  public:
-  // `decayed` lists the unit's weight-decayed element ranges; `comm` outlives the unit.
+  // The gradients: settled (nothing in flight), reducing (a reduction in flight), or held: an
+  // update behind the next forward still reads them; held_then_zero: and begin_step came, whose
+  // zeroing waits for the update's end.
+  enum class GradState { settled, reducing, held, held_then_zero };
+
+  // `decayed` lists the unit's weight-decayed element ranges; `comm` (the shard group) outlives
+  // the unit.
   ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
               Communicator& comm, const OptimizerConfig& opt, const UnitOptions& options = {});
   ShardedUnit(ShardedUnit&&) = default;
@@ -78,11 +89,14 @@ class ShardedUnit final : public ScheduledUnit {
   Tensor grad_view() const { return full_grads_.view(0, {numel()}); }
   const Tensor& full_params() const { return full_params_; }
   const Tensor& full_grads() const { return full_grads_; }
-  const Tensor& master() const { return master_; }
-  // AdamW's states (undefined where they are offloaded).
-  const Tensor& adam_m() const { return opt_->m(); }
-  const Tensor& adam_v() const { return opt_->v(); }
   const Tensor& grad_shard() const { return grad_shard_; }
+  const OptimizerShard& optimizer() const { return *optim_; }
+  OptimizerShard& optimizer() { return *optim_; }
+  const Tensor& master() const { return optim_->master(); }
+  // AdamW's states (undefined where they are offloaded).
+  const Tensor& adam_m() const { return optim_->m(); }
+  const Tensor& adam_v() const { return optim_->v(); }
+  int64_t master_numel() const { return optim_->numel(); }
 
   // Parameters ([ScheduledUnit]); start_gather materializes the full buffer.
   void start_gather() override;
@@ -101,48 +115,32 @@ class ShardedUnit final : public ScheduledUnit {
   void start_reduce(bool scatter) override;
   bool reduce_done() override;
   void wait_reduce() override;
-  bool reducing() const override { return grad_work_ != nullptr; }
+  bool reducing() const override { return grads_ == GradState::reducing; }
 
   // Records each collective on its lane from start to completion (null: no trace).
   void set_trace(Trace* t) { trace_ = t; }
 
+  // The offloads this unit hands its states to (null: none), and its index in them: set once, by
+  // the engine, after both exist.
+  void attach_offloads(OptimizerOffload* optimizer, ParamOffload* params, int index);
+  // Parameter offload: whether this unit takes part, and the shard it gathers from (its 16-bit
+  // shard, or in fp32 its master).
+  bool param_offloaded() const { return param_offloaded_; }
+  const Tensor& param_shard() const { return mixed() ? shard16_ : optim_->master(); }
+  void prefetch_shard() override;
+
   // AdamW over the master; gradients scaled by grad_scale. Leaves the state sharded where the
   // full parameters must be gathered again.
   void update(float lr, float grad_scale, int t);
-
-  // Parameter offload: whether this unit takes part, the shard it gathers from (its 16-bit shard,
-  // or in fp32 its master), and the ParamOffload that keeps it (`index`: this unit's there).
-  bool param_offloaded() const { return param_offloaded_; }
-  const Tensor& param_shard() const { return mixed() ? shard16_ : master_; }
-  void set_param_offload(ParamOffload* p, int index) {
-    poff_ = p;
-    index_ = index;
-  }
-  void prefetch_shard() override;
-
-  // With offloaded states: the length of the master (this rank's elements of the unit), whether
-  // the master is offloaded too (it is the parameters themselves in fp32), the update of master
-  // elements [begin, end) with the master (null where it is not offloaded), m and v given at
-  // element `begin`, between begin_update() and finish_update(), which do what update() does
-  // before and after AdamW.
-  int64_t master_numel() const { return master_.numel(); }
-  bool master_offloaded() const { return offload_states_ && mixed(); }
-  void update_range(float lr, float grad_scale, int t, int64_t begin, int64_t end, float* master, float* m, float* v);
+  // With offloaded states, the update runs a range at a time (OptimizerShard::step_range)
+  // between begin_update() and finish_update(), which do what update() does before and after
+  // AdamW.
   void begin_update();
   void finish_update();
   // [Note: update behind the next forward]: the unit's update has begun and not finished. Until it
-  // has, the gradients stay (begin_step's zeroing waits for it), kept full parameters count as
-  // stale (sharded), and a gather first has the OptimizerOffload (set_optimizer_offload; `index`:
-  // this unit's there) finish it.
+  // has, the gradients are held, kept full parameters count as stale (sharded), and a gather first
+  // has the OptimizerOffload finish it.
   void mark_update_pending();
-  bool update_pending() const { return update_pending_; }
-  void set_optimizer_offload(OptimizerOffload* o, int index) {
-    opt_offload_ = o;
-    index_ = index;
-  }
-  // An offloaded master exists here only from full_params_written() until the offload has taken
-  // it (release_master()).
-  void release_master();
   // After a checkpoint's shard, master and states were written in: what update() does after
   // AdamW (the full parameters of stage 0 from the shard; stale kept ones for stages 1-3).
   void state_loaded();
@@ -150,11 +148,10 @@ class ShardedUnit final : public ScheduledUnit {
  private:
   void finish_reduce();
   void finish_gather();
+  void updated();  // after AdamW: the parameters that follow from the master
   Tensor gather_source();  // the shard the all-gather sends, on the unit's device
   bool mixed() const { return wire_ != DType::f32; }
   bool widens() const { return mixed() && !narrow_; }  // compute in f32 over a 16-bit wire
-  void cast_into(const Tensor& from, const Tensor& to) const;
-  Tensor round_through(const Tensor& x, MemCategory c) const;
   void trace(TraceLane lane, const char* what, Trace::clock::time_point begin, const WorkPtr& w) const;
 
   std::string name_;
@@ -163,27 +160,21 @@ class ShardedUnit final : public ScheduledUnit {
   Communicator* comm_;
   ShardGeometry geo_;
   ParamState state_;
+  GradState grads_ = GradState::settled;
   DType wire_;
   Allocator* memory_;
-  const Backend* backend_;
-  bool offload_states_;
-  bool param_offloaded_;
   bool narrow_;  // [Note: compute in 16 bits]
-  bool staged_;      // [Note: offload from a device]: the optimizer's states
-  bool param_host_;  // [Note: offload from a device]: the 16-bit shard
+  bool param_offloaded_;
+  bool param_host_;  // [Note: offload from a device]: the 16-bit shard lives on the host
   ParamOffload* poff_ = nullptr;
   OptimizerOffload* opt_offload_ = nullptr;
   int index_ = -1;  // this unit's index in the engine (and so in its offloads)
-  bool update_pending_ = false, zero_pending_ = false;
-  Tensor full_params_, master_, full_grads_, grad_shard_;
+  Tensor full_params_, full_grads_, grad_shard_;
   // [Note: mixed precision] only: this rank's 16-bit parameter shard, and the 16-bit full buffers
   // the collectives fill (present while one is in flight).
   Tensor shard16_, wire_params_, wire_grads_;
-  // [Note: offload from a device] only: pinned host copies of the gradient shard (f32) and of the
-  // 16-bit shard the update writes.
-  Tensor host_grads_, host_shard16_;
-  Tensor upload_;  // the device copy of a host shard, while its gather runs
-  std::unique_ptr<AdamW> opt_;
+  Tensor upload_;  // [Note: offload from a device]: the device copy of a host shard, while its gather runs
+  std::optional<OptimizerShard> optim_;  // made in the constructor, from the plan
   WorkPtr param_work_, grad_work_;
   Trace* trace_ = nullptr;
   Trace::clock::time_point param_started_, grad_started_;

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/kernels.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/train/trainer.hpp"
 
 namespace {
 

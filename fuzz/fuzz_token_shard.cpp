@@ -2,7 +2,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_input.hpp"
-#include "runtime/data.hpp"
+#include "runtime/data/data.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = zt::fuzz::write_input("shard_train_000.bin", data, size);

@@ -91,7 +91,7 @@ class Model {
 
   // Calls f(unit, index) for every parameter in the model's file order (GPT-2: llm.c's), in which
   // the parameters, each whole (a tensor's row ranges in order), make one stream of floats
-  // whatever the embedding's units: [Note: weights in file order] in runtime/weights.cpp.
+  // whatever the embedding's units: [Note: weights in file order] in runtime/checkpoint/weights.cpp.
   virtual void for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const = 0;
 
  protected:

@@ -3,7 +3,7 @@
 //
 // [Note: scratch paths] Offload's swap files (<nvme_path>/ztrain-<pid>-<time>/rank<r>/*.swp) are
 // scratch: the store that makes them removes them when it is destroyed. A run ended by SIGTERM
-// or SIGINT (runtime/signals.hpp) destroys nothing, so every owner of scratch paths registers
+// or SIGINT (runtime/cli/signals.hpp) destroys nothing, so every owner of scratch paths registers
 // them here while they exist, and the signal's handling removes whatever is registered before
 // the process dies. Paths are registered before they are created (a signal in between finds
 // nothing to remove, which is harmless) and removed in the reverse order: files first, then

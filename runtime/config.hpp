@@ -59,7 +59,7 @@ struct TrainConfig {
   std::string comm_progress = "auto";
   // Steps in a row whose loss or gradient norm is inf or NaN that are skipped (no update, on every
   // rank) before the run stops; 0: the first one stops it ([Note: non-finite steps] in
-  // runtime/trainer.hpp).
+  // runtime/train/trainer.hpp).
   int skip_nonfinite_steps = 0;
   // `ztrain train --resume [DIR]`: a checkpoint folder or root to continue from; empty: none.
   std::string resume;
@@ -69,13 +69,13 @@ struct TrainConfig {
   std::string device = "cpu";
 };
 
-// Checkpoints ([Note: checkpoint layout] in runtime/checkpoint.hpp).
+// Checkpoints ([Note: checkpoint layout] in runtime/checkpoint/checkpoint.hpp).
 struct CheckpointConfig {
   std::string dir;        // the checkpoint root: <dir>/step_<k>/, <dir>/latest
   int save_interval = 0;  // steps between saves (and the last step); 0: never
   int keep_last = 0;      // complete checkpoints kept; 0: all
   // A run without --resume may save into a folder holding another run's checkpoints, which its
-  // first save then removes ([Note: one history per folder] in runtime/checkpoint_root.hpp).
+  // first save then removes ([Note: one history per folder] in runtime/checkpoint/checkpoint_root.hpp).
   bool overwrite = false;
 };
 

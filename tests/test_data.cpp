@@ -13,7 +13,7 @@
 #include <map>
 #include <set>
 
-#include "runtime/data.hpp"
+#include "runtime/data/data.hpp"
 #include "tests/test_util.hpp"
 
 namespace fs = std::filesystem;

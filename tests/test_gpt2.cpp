@@ -8,8 +8,8 @@
 #include "models/llmc_format.hpp"
 #include "models/registry.hpp"
 #include "runtime/config.hpp"
-#include "runtime/sample.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/cli/sample.hpp"
+#include "runtime/train/trainer.hpp"
 #include "tests/model_fixture.hpp"
 #include "tests/test_util.hpp"
 

@@ -74,7 +74,7 @@ print(f"scale 2^24: steps 1-{first_ok - 1} overflowed and were skipped, scale {b
 PY
 grep -q "overflow: step skipped" "$dir/fp16_big.out" || fail "progress lines do not report skipped steps"
 
-# bf16 and fp32 ([Note: non-finite steps] in runtime/trainer.hpp): a gradient norm that is not
+# bf16 and fp32 ([Note: non-finite steps] in runtime/train/trainer.hpp): a gradient norm that is not
 # finite on one rank stops every rank before the update, naming the step; with
 # train.skip_nonfinite_steps every rank skips it, so poisoning rank 0 or rank 1 gives the same run.
 ZT_POISON_GRADS=1:3 timeout 60 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -x ZT_POISON_GRADS -np 2 \

@@ -9,8 +9,8 @@
 
 #include "models/gpt2.hpp"
 #include "models/llmc_format.hpp"
-#include "runtime/data.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/data/data.hpp"
+#include "runtime/train/trainer.hpp"
 #include "tests/model_fixture.hpp"
 #include "tests/test_util.hpp"
 

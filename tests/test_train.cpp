@@ -4,9 +4,9 @@
 
 #include <fstream>
 
-#include "runtime/estimate.hpp"
-#include "runtime/memory_floor.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/plan/estimate.hpp"
+#include "runtime/train/memory_floor.hpp"
+#include "runtime/train/trainer.hpp"
 #include "tests/test_util.hpp"
 
 using namespace zt;

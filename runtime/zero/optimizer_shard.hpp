@@ -11,7 +11,7 @@
 
 #include <memory>
 
-#include "runtime/optimizer.hpp"
+#include "runtime/zero/optimizer.hpp"
 #include "runtime/zero/buffer_plan.hpp"
 #include "tensor/tensor.hpp"
 

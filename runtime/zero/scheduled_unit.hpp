@@ -1,6 +1,6 @@
 // What the ZeRO scheduler drives: one unit's parameter gathers and gradient reductions, and the
 // state they leave. ShardedUnit does it on real buffers and collectives; `ztrain estimate` does it
-// on a memory ledger alone (runtime/estimate.cpp), so the estimate follows the scheduler's own
+// on a memory ledger alone (runtime/plan/estimate.cpp), so the estimate follows the scheduler's own
 // decisions rather than a copy of its rules.
 #pragma once
 

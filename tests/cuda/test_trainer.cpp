@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/trainer.hpp"
+#include "runtime/train/trainer.hpp"
 #include "tests/test_util.hpp"
 
 using namespace zt;

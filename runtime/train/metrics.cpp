@@ -1,4 +1,4 @@
-#include "runtime/metrics.hpp"
+#include "runtime/train/metrics.hpp"
 
 #include <cerrno>
 #include <cmath>

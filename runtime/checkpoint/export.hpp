@@ -1,5 +1,5 @@
 // `ztrain export`: a sharded checkpoint as one model file ([Note: export formats] in
-// runtime/model_writer.hpp).
+// runtime/checkpoint/model_writer.hpp).
 #pragma once
 
 #include <string>

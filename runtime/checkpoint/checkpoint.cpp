@@ -1,8 +1,8 @@
-#include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
 
 #include "runtime/agreed.hpp"
-#include "runtime/checkpoint_writer.hpp"
-#include "runtime/model_writer.hpp"
+#include "runtime/checkpoint/checkpoint_writer.hpp"
+#include "runtime/checkpoint/model_writer.hpp"
 #include "runtime/file_io.hpp"
 
 #include <fcntl.h>

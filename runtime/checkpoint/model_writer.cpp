@@ -1,4 +1,4 @@
-#include "runtime/model_writer.hpp"
+#include "runtime/checkpoint/model_writer.hpp"
 
 #include <fcntl.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/outputs.hpp"
+#include "runtime/train/outputs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "runtime/agreed.hpp"
-#include "runtime/checkpoint.hpp"
-#include "runtime/checkpoint_root.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint_root.hpp"
 #include "runtime/file_io.hpp"
 
 namespace zt {

@@ -1,4 +1,4 @@
-#include "runtime/memory_floor.hpp"
+#include "runtime/train/memory_floor.hpp"
 
 #include <sys/sysinfo.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/metrics.hpp"
+#include "runtime/train/metrics.hpp"
 
 namespace zt {
 

@@ -1,4 +1,4 @@
-#include "runtime/checkpoint_root.hpp"
+#include "runtime/checkpoint/checkpoint_root.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "runtime/agreed.hpp"
-#include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/file_io.hpp"
 
 namespace zt {
@@ -44,7 +44,7 @@ std::string read_latest(const std::string& root) {
 }
 
 // A save of a step saved before publishes as step_<k>.new, and `latest` names that until the old
-// folder is replaced ([Note: checkpoint layout] in runtime/checkpoint.hpp): finishes what a kill
+// folder is replaced ([Note: checkpoint layout] in runtime/checkpoint/checkpoint.hpp): finishes what a kill
 // interrupted there, so the folder holds plain step_<k> folders again.
 void finish_publish(const std::string& root) {
   const std::string name = read_latest(root);

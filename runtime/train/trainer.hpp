@@ -10,11 +10,11 @@
 
 #include "comm/communicator.hpp"
 #include "models/model.hpp"
-#include "runtime/checkpoint_root.hpp"
+#include "runtime/checkpoint/checkpoint_root.hpp"
 #include "runtime/config.hpp"
-#include "runtime/data.hpp"
-#include "runtime/loss_scaler.hpp"
-#include "runtime/metrics.hpp"
+#include "runtime/data/data.hpp"
+#include "runtime/zero/loss_scaler.hpp"
+#include "runtime/train/metrics.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/zero/engine.hpp"
 #include "tensor/allocator.hpp"
@@ -22,7 +22,7 @@
 
 namespace zt {
 
-// Dimensions from the config, or from model.init_from (runtime/weights.hpp); with init_from,
+// Dimensions from the config, or from model.init_from (runtime/checkpoint/weights.hpp); with init_from,
 // dimensions the config also gives must agree (ConfigError naming both values), and so must the
 // arch.
 ModelDims resolve_dims(const Config& cfg);

@@ -1,4 +1,4 @@
-#include "runtime/cli.hpp"
+#include "runtime/cli/cli.hpp"
 
 #include <unistd.h>
 
@@ -13,14 +13,14 @@
 #include "comm/process_group.hpp"
 #include "models/registry.hpp"
 #include "runtime/agreed.hpp"
-#include "runtime/cli_flags.hpp"
+#include "runtime/cli/cli_flags.hpp"
 #include "runtime/config.hpp"
-#include "runtime/estimate.hpp"
-#include "runtime/export.hpp"
-#include "runtime/sample.hpp"
-#include "runtime/signals.hpp"
-#include "runtime/trainer.hpp"
-#include "runtime/weights.hpp"
+#include "runtime/plan/estimate.hpp"
+#include "runtime/checkpoint/export.hpp"
+#include "runtime/cli/sample.hpp"
+#include "runtime/cli/signals.hpp"
+#include "runtime/train/trainer.hpp"
+#include "runtime/checkpoint/weights.hpp"
 
 namespace zt {
 
@@ -119,7 +119,7 @@ int cmd_sample(int argc, char** argv) {
   return 0;
 }
 
-// Per-rank memory of a step for stages 0-3 (runtime/estimate.hpp). One process, no MPI and no
+// Per-rank memory of a step for stages 0-3 (runtime/plan/estimate.hpp). One process, no MPI and no
 // data: it only reads the config (and an init_from checkpoint's header).
 int cmd_export(int argc, char** argv) {
   std::string checkpoint, format, out;

@@ -1,4 +1,4 @@
-#include "runtime/estimate.hpp"
+#include "runtime/plan/estimate.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -8,8 +8,8 @@
 
 #include "models/registry.hpp"
 #include "offload/swap_store.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/train/metrics.hpp"
+#include "runtime/train/trainer.hpp"
 #include "runtime/zero/buffer_plan.hpp"
 #include "runtime/zero/scheduler.hpp"
 #include "runtime/zero/shard.hpp"

@@ -1,4 +1,4 @@
-#include "runtime/checkpoint_writer.hpp"
+#include "runtime/checkpoint/checkpoint_writer.hpp"
 
 #include <fcntl.h>
 

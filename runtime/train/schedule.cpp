@@ -1,4 +1,4 @@
-#include "runtime/schedule.hpp"
+#include "runtime/train/schedule.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Writes one rank file of a checkpoint ([Note: checkpoint layout] in runtime/checkpoint.hpp) at the
+// Writes one rank file of a checkpoint ([Note: checkpoint layout] in runtime/checkpoint/checkpoint.hpp) at the
 // disk's speed: [Note: direct checkpoint writes].
 //
 // [Note: direct checkpoint writes] Every region starts at a multiple of 4096 bytes in the file,

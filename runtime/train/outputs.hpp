@@ -10,7 +10,7 @@
 // without truncating it (a FIFO or a device such as /dev/null is taken as given). No two outputs
 // may name the same file, and none may take a name ztrain manages in a checkpoint folder
 // (checkpoint.dir's `latest` and step_<k> folders, or the checkpoint resumed from). The checkpoint
-// folder itself: CheckpointRoot (runtime/checkpoint_root.hpp). Errors name the key, the path and
+// folder itself: CheckpointRoot (runtime/checkpoint/checkpoint_root.hpp). Errors name the key, the path and
 // the reason.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "runtime/sample.hpp"
+#include "runtime/cli/sample.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // One consolidated model file, written a unit at a time, so no process holds more than one unit's
-// parameters beyond its shard: from a sharded checkpoint (`ztrain export`, runtime/export.hpp) or
+// parameters beyond its shard: from a sharded checkpoint (`ztrain export`, runtime/checkpoint/export.hpp) or
 // from a run's gathered units (train.save_model, stage3_gather_16bit_weights_on_model_save).
 //
 // [Note: export formats] "llmc": llm.c's fp32 checkpoint (its header and parameter order, the

@@ -1,6 +1,6 @@
 // Data loaders: llm.c token shards and raw bytes, both read with pread where each batch lies.
 // Both share one batch schedule (OrderedLoader) so the order rules live in a single place.
-#include "runtime/data.hpp"
+#include "runtime/data/data.hpp"
 
 #include <fcntl.h>
 #include <glob.h>

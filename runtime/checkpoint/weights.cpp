@@ -1,4 +1,4 @@
-#include "runtime/weights.hpp"
+#include "runtime/checkpoint/weights.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,7 +6,7 @@
 
 #include "models/llmc_format.hpp"
 #include "models/registry.hpp"
-#include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
 
 namespace zt {
 

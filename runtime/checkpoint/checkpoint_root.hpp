@@ -1,5 +1,5 @@
 // The checkpoint folder (checkpoint.dir) as a whole: whether a run may save into it, what killed
-// saves left there, and keep_last. One checkpoint's own files: runtime/checkpoint.hpp.
+// saves left there, and keep_last. One checkpoint's own files: runtime/checkpoint/checkpoint.hpp.
 //
 // [Note: one history per folder] A folder holds one run's history: `latest` names its newest
 // checkpoint, and keep_last removes the lowest step numbers first. A new run (no --resume) saving

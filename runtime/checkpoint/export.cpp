@@ -1,10 +1,10 @@
-#include "runtime/export.hpp"
+#include "runtime/checkpoint/export.hpp"
 
 #include <vector>
 
 #include "models/registry.hpp"
-#include "runtime/checkpoint.hpp"
-#include "runtime/model_writer.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/checkpoint/model_writer.hpp"
 
 namespace zt {
 

@@ -1,4 +1,4 @@
-#include "runtime/optimizer.hpp"
+#include "runtime/zero/optimizer.hpp"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "runtime/signals.hpp"
+#include "runtime/cli/signals.hpp"
 
 #include <poll.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-#include "runtime/cli_flags.hpp"
+#include "runtime/cli/cli_flags.hpp"
 
 #include <charconv>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "runtime/trainer.hpp"
+#include "runtime/train/trainer.hpp"
 
 #include <omp.h>
 
@@ -19,13 +19,13 @@
 #include "models/registry.hpp"
 #include "runtime/agreed.hpp"
 #include "runtime/agreement.hpp"
-#include "runtime/checkpoint.hpp"
-#include "runtime/model_writer.hpp"
-#include "runtime/memory_floor.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/outputs.hpp"
-#include "runtime/schedule.hpp"
-#include "runtime/weights.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/checkpoint/model_writer.hpp"
+#include "runtime/train/memory_floor.hpp"
+#include "runtime/train/metrics.hpp"
+#include "runtime/train/outputs.hpp"
+#include "runtime/train/schedule.hpp"
+#include "runtime/checkpoint/weights.hpp"
 
 namespace zt {
 

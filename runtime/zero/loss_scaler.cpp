@@ -1,4 +1,4 @@
-#include "runtime/loss_scaler.hpp"
+#include "runtime/zero/loss_scaler.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 // [Note: checkpoint layout] <dir>/step_<k>/ holds rank<r>.bin per rank and meta.json. A rank file
 // is the regions of [Note: unit state] (runtime/zero/engine.hpp) unit by unit (param, master where
 // there is one, m, v), raw little-endian, each starting at a multiple of 4096 bytes ([Note: direct
-// checkpoint writes] in runtime/checkpoint_writer.hpp). meta.json names the format and
+// checkpoint writes] in runtime/checkpoint/checkpoint_writer.hpp). meta.json names the format and
 // version, the model's dimensions, the world size, stage and precision, every unit's layout, the
 // training position (steps, updates, data batches, fp16's loss scaler), the batch (micro,
 // accumulation, seq_len) and, for every region of every rank file, its offset, length and
@@ -17,7 +17,7 @@
 // inf or NaN is never saved. (A step saved again, by a run that was let overwrite an old run's
 // folder, is first published as step_<k>.new; see write_checkpoint.) What a run may do to the
 // folder's other checkpoints, and keep_last: [Note: one history per folder] in
-// runtime/checkpoint_root.hpp.
+// runtime/checkpoint/checkpoint_root.hpp.
 #pragma once
 
 #include <array>
@@ -33,7 +33,7 @@
 #include "models/model.hpp"
 #include "runtime/config.hpp"
 #include "runtime/file_io.hpp"
-#include "runtime/loss_scaler.hpp"
+#include "runtime/zero/loss_scaler.hpp"
 #include "runtime/zero/engine.hpp"
 
 namespace zt {
@@ -51,7 +51,7 @@ struct TrainPosition {
 // Collective: every rank calls it with the same arguments. Writes <cfg.checkpoint.dir>/step_<step>.
 // CheckpointError naming the path on any failure (a read-only or full folder, a state holding inf
 // or NaN, ...), with step_<step>.tmp removed; the previous checkpoint stays what `latest` names.
-// Other checkpoints of the folder are CheckpointRoot's (runtime/checkpoint_root.hpp).
+// Other checkpoints of the folder are CheckpointRoot's (runtime/checkpoint/checkpoint_root.hpp).
 void save_checkpoint(const Config& cfg, Communicator& comm, const Model& model, ZeroEngine& engine,
                      const TrainPosition& pos);
 

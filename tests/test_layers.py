@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""No include points up the layers (ARCHITECTURE.md): the top-level folders, and within runtime/
+its rooms. Every quoted include of a project header in a library source is checked against the
+layer it may use; a violation prints the file, the line and the rule, and fails.
+    test_layers.py SOURCE_ROOT
+"""
+import pathlib
+import re
+import sys
+
+root = pathlib.Path(sys.argv[1])
+# What each folder may include besides itself.
+FOLDERS = {
+    "tensor": set(),
+    "kernels": {"tensor"},
+    "comm": {"tensor"},
+    "offload": {"tensor"},
+    "models": {"tensor", "kernels"},
+    "runtime": {"tensor", "kernels", "comm", "offload", "models"},
+}
+# runtime/'s rooms, top first; a room may include the rooms after it, except its peers ("zero" and
+# "data" are peers), and the files in runtime/ itself (config, trace, file I/O, agreement) use no room.
+ROOMS = [["cli"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], [""]]
+rank = {room: i for i, group in enumerate(ROOMS) for room in group}
+
+
+def room_of(path):  # "runtime/zero/x.hpp" -> "zero"; "runtime/config.hpp" -> ""
+    parts = pathlib.PurePosixPath(path).parts
+    return parts[1] if len(parts) > 2 else ""
+
+
+bad = 0
+checked = 0
+for folder, allowed in FOLDERS.items():
+    for src in sorted((root / folder).rglob("*")):
+        if src.suffix not in (".hpp", ".cpp", ".cu", ".cuh", ".h"):
+            continue
+        rel = src.relative_to(root).as_posix()
+        for n, line in enumerate(src.read_text(errors="replace").splitlines(), 1):
+            m = re.match(r'\s*#\s*include\s+"([a-z_]+)/([^"]+)"', line)
+            if not m or m.group(1) not in FOLDERS:
+                continue
+            checked += 1
+            target_folder, target = m.group(1), m.group(1) + "/" + m.group(2)
+            why = None
+            if target_folder != folder and target_folder not in allowed:
+                why = f"{folder}/ may not use {target_folder}/"
+            elif folder == "runtime" and target_folder == "runtime":
+                a, b = room_of(rel), room_of(target)
+                if a != b and not rank[b] > rank[a]:
+                    why = f"runtime/{a or '.'} may not use runtime/{b or '.'} (a room above it or beside it)"
+            if why:
+                print(f"{rel}:{n}: includes {target}: {why}")
+                bad += 1
+print(f"{checked} includes checked, {bad} pointing up")
+sys.exit(1 if bad else 0)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensor/cuda_allocator.hpp"
+#include "tensor/cuda_stream.hpp"
 
 // [Note: NCCL half reductions] NCCL reduces bf16 and f16 in their own type on every hop: each
 // step of its ring or tree adds two 16-bit values and rounds, and avg pre-multiplies every input
@@ -57,48 +58,19 @@ std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
   return s;
 }
 
+// CUDA calls fail with cuda::CudaError (tensor/cuda_stream.hpp), which names the call; here they
+// become this rank's CommError: "rank 3: <what>: <name>: <description>".
 void check_cuda(cudaError_t e, int rank, const std::string& what) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();  // clear a non-sticky error so that it is reported once
-  throw CommError(rank_prefix(rank) + what + ": " + cuda_error(e));
+  try {
+    cuda::check(e, what.c_str());
+  } catch (const cuda::CudaError& x) {
+    throw CommError(rank_prefix(rank) + x.what());
+  }
 }
 
 void check_nccl(ncclResult_t r, int rank, const std::string& what, ncclComm_t comm = nullptr) {
   if (r != ncclSuccess) throw CommError(rank_prefix(rank) + what + ": " + nccl_error(r, comm));
 }
-
-class Stream {
- public:
-  explicit Stream(int rank) {
-    // Non-blocking: the collectives do not serialize with the legacy default stream, where compute
-    // runs ([Note: NCCL stream ordering] orders them explicitly).
-    check_cuda(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), rank, "cudaStreamCreateWithFlags");
-  }
-  ~Stream() { cudaStreamDestroy(s_); }  // returns at once; pending work still completes
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-class Event {
- public:
-  explicit Event(int rank) {
-    check_cuda(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), rank, "cudaEventCreateWithFlags");
-  }
-  ~Event() {
-    if (e_) cudaEventDestroy(e_);
-  }
-  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
 
 // Owns an ncclComm_t. NcclState::close() destroys it once its work drained; anything else that
 // ends it (an error or timeout, an exception before the communicator is complete) aborts it,
@@ -129,11 +101,13 @@ class NcclComm {
 // thread-safe, so every call on `comm` (issuing, polling its error, aborting) holds `m`.
 struct NcclState {
   // With `device_` current: the stream and events belong to it.
-  NcclState(int rank_, int device_, ncclComm_t c)
-      : rank(rank_), device(device_), comm(c), stream(rank_), ready(rank_),
+  NcclState(int rank_, int device_, ncclComm_t c) try
+      : rank(rank_), device(device_), comm(c),
         barrier_buf(Tensor::empty({1}, DType::i32, MemCategory::communication, cuda_allocator(device_))) {
     CudaDeviceGuard on(device);
     check_cuda(cudaMemset(barrier_buf.device_ptr(), 0, barrier_buf.nbytes()), rank, "cudaMemset");
+  } catch (const cuda::CudaError& e) {  // creating the stream or the event
+    throw CommError(rank_prefix(rank_) + e.what());
   }
   NcclState(const NcclState&) = delete;
   NcclState& operator=(const NcclState&) = delete;
@@ -199,15 +173,17 @@ struct NcclState {
   const int device;
   std::mutex m;
   NcclComm comm;
-  Stream stream;
-  Event ready;         // recorded on the default stream: [Note: NCCL stream ordering]
+  // Non-blocking: the collectives do not serialize with the legacy default stream, where compute
+  // runs ([Note: NCCL stream ordering] orders them explicitly).
+  cuda::Stream stream;
+  cuda::Event ready;   // recorded on the default stream: [Note: NCCL stream ordering]
   Tensor barrier_buf;  // one i32 that barrier() all-reduces
   std::string ended;   // why `comm` is gone, once it is
 };
 
 class NcclWork final : public Work {
  public:
-  NcclWork(std::shared_ptr<NcclState> s, Event done, std::string what, std::vector<Tensor> keep,
+  NcclWork(std::shared_ptr<NcclState> s, cuda::Event done, std::string what, std::vector<Tensor> keep,
            std::chrono::milliseconds timeout)
       : s_(std::move(s)), done_event_(std::move(done)), what_(std::move(what)), keep_(std::move(keep)),
         timeout_(timeout) {}
@@ -252,16 +228,17 @@ class NcclWork final : public Work {
 
   // One look: true when complete; throws (and keeps) the failure of the op or the communicator.
   bool poll() {
-    const cudaError_t e = cudaEventQuery(done_event_.get());
-    if (e == cudaSuccess) {
+    bool complete = false;
+    try {
+      complete = done_event_.done();
+    } catch (const cuda::CudaError& e) {
+      s_->abort();
+      fail(what_ + " failed: " + e.what() + "; the NCCL communicator was aborted");
+    }
+    if (complete) {
       done_ = true;
       keep_.clear();
       return true;
-    }
-    if (e != cudaErrorNotReady) {
-      cudaGetLastError();
-      s_->abort();
-      fail(what_ + " failed: " + cuda_error(e) + "; the NCCL communicator was aborted");
     }
     if (std::string why = s_->failure(); !why.empty()) fail(what_ + " failed: " + why);
     return false;
@@ -274,7 +251,7 @@ class NcclWork final : public Work {
   }
 
   std::shared_ptr<NcclState> s_;
-  Event done_event_;            // recorded on the communicator's stream after the NCCL call
+  cuda::Event done_event_;      // recorded on the communicator's stream after the NCCL call
   std::string what_;            // "all_gather of 4096 bf16", for errors
   std::vector<Tensor> keep_;    // the buffers stay allocated until the collective finished
   std::chrono::milliseconds timeout_;
@@ -463,19 +440,23 @@ class NcclCommunicator final : public Communicator {
                                            : std::string(name);
     const int r = rank();
     CudaDeviceGuard on(s_->device);
-    Event done(r);
-    {
-      std::lock_guard lock(s_->m);
-      const ncclComm_t c = s_->comm.get();
-      if (!c) throw CommError(rank_prefix(r) + what + ": " + s_->ended);
-      const cudaStream_t st = s_->stream.get();
-      // [Note: NCCL stream ordering] nullptr is the default stream of the current device.
-      check_cuda(cudaEventRecord(s_->ready.get(), nullptr), r, what + ": cudaEventRecord");
-      check_cuda(cudaStreamWaitEvent(st, s_->ready.get(), 0), r, what + ": cudaStreamWaitEvent");
-      if (run) check_nccl(call(c, st), r, std::string(nccl_name) + " (" + what + ")", c);
-      check_cuda(cudaEventRecord(done.get(), st), r, what + ": cudaEventRecord");
+    try {
+      cuda::Event done;
+      {
+        std::lock_guard lock(s_->m);
+        const ncclComm_t c = s_->comm.get();
+        if (!c) throw CommError(rank_prefix(r) + what + ": " + s_->ended);
+        const cudaStream_t st = s_->stream.get();
+        // [Note: NCCL stream ordering] nullptr is the default stream of the current device.
+        s_->ready.record(nullptr);
+        s_->ready.wait_on(st);
+        if (run) check_nccl(call(c, st), r, std::string(nccl_name) + " (" + what + ")", c);
+        done.record(st);
+      }
+      return std::make_shared<NcclWork>(s_, std::move(done), what, std::move(keep), timeout());
+    } catch (const cuda::CudaError& e) {
+      throw CommError(rank_prefix(r) + what + ": " + e.what());
     }
-    return std::make_shared<NcclWork>(s_, std::move(done), std::move(what), std::move(keep), timeout());
   }
 
   std::shared_ptr<NcclState> s_;

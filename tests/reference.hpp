@@ -1,8 +1,8 @@
-// Reference implementations for the CPU kernel tests: straight loops over the same raw row-major
-// buffers as kernels/cpu/kernels.hpp (same legend), templated on the scalar S (the tests use
-// double), written to be obviously right rather than fast: no Eigen, no OpenMP, no fusion. Only
-// forwards: the tests get the gradients from these by central finite differences. Null optional
-// outputs (mean, rstd, att, losses, lse) are skipped.
+// Reference implementations for the CPU kernel tests and the backend-op sweep: straight loops
+// over the same raw row-major buffers as kernels/cpu/kernels.hpp (same legend), templated on the
+// scalar S (the tests use double), written to be obviously right rather than fast: no Eigen, no
+// OpenMP, no fusion. Only forwards: the tests get the gradients from these by central finite
+// differences. Null optional outputs (mean, rstd, att, losses, lse) are skipped.
 #pragma once
 
 #include <algorithm>

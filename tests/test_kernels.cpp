@@ -2,7 +2,8 @@
 // directly, on outputs poisoned with NaN beforehand so that an unwritten element fails. Backwards
 // are compared with central finite differences of the reference for L = sum(out * W), W random
 // (so dout = W); gradient buffers start at a random G0, and kernel_grad - G0 is what is compared,
-// which checks that backwards accumulate. Sizes are small, odd and not powers of two.
+// which checks that backwards accumulate. Sizes are small, odd and not powers of two. GELU is
+// checked only by the backend-op sweep (tests/test_backend_ops.cpp), which does the same and more.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -309,27 +310,6 @@ TEST_CASE("attention") {
     Vec grad = g0;
     cpu::attention_backward(grad.data(), W.data(), qkv.data(), att.data(), d.B, d.T, d.C, d.NH);
     check_grad("qkv", dqkv, loss, grad, g0, d.samples);
-  }
-}
-
-TEST_CASE("gelu") {
-  for (size_t n : {size_t{37}, size_t{16384 + 37}}) {  // the second crosses the kernel's chunk size
-    CAPTURE(n);
-    std::mt19937 gen(6);
-    const Vec inp = normal(gen, n, 2.0f), W = normal(gen, n), g0 = normal(gen, n);
-    DVec dinp = dbl(inp), dW = dbl(W), ref_out(n);
-    auto loss = [&] {
-      ref::gelu_forward(ref_out.data(), dinp.data(), n);
-      return dot(ref_out, dW);
-    };
-    Vec out = poison(n);
-    cpu::gelu_forward(out.data(), inp.data(), n);
-    loss();
-    check_close("gelu out", out, ref_out);
-
-    Vec grad = g0;
-    cpu::gelu_backward(grad.data(), inp.data(), W.data(), n);
-    check_grad("inp", dinp, loss, grad, g0, n > 1000 ? 300 : 0);
   }
 }
 

@@ -39,6 +39,7 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
                         int C, int NH) {
+  if (!dqkv) return;
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel

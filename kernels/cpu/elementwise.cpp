@@ -34,6 +34,7 @@ void gelu_forward(float* out, const float* inp, size_t n) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+  if (!dinp) return;
   for_chunks(n, [&](size_t lo, size_t len) {
     const auto m = static_cast<Eigen::Index>(len);
     ConstArrayMap x(inp + lo, m), d(dout + lo, m);

@@ -74,6 +74,7 @@ void gelu_forward(T* out, const T* inp, size_t n, cudaStream_t s) {
 
 template <class T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n, cudaStream_t s) {
+  if (!dinp) return;
   map(Args<T, 3>{dinp, {dinp, inp, dout}}, n, GeluBackward{}, s, "gelu_backward");
 }
 

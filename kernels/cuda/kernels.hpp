@@ -22,19 +22,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensor/cuda_stream.hpp"
 #include "tensor/dtype.hpp"
 
 namespace zt::cuda {
 
 using bf16 = __nv_bfloat16;
 
-class CudaError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// CudaError, and check(e, what) that throws it, are tensor/cuda_stream.hpp's.
 
-// Throws CudaError "<what>: <name>: <description>" unless e is cudaSuccess.
-void check(cudaError_t e, const char* what);
 // Checks the last launch (cudaGetLastError) and names `kernel`.
 void check_launch(const char* kernel);
 

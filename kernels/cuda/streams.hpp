@@ -1,4 +1,6 @@
-// Streams by role, the events that order them, and NVTX ranges: [Note: streams by role].
+// Streams by role, the events that order them, and NVTX ranges: [Note: streams by role]. The
+// Stream and Event owners themselves are tensor/cuda_stream.hpp's, which the NCCL communicator
+// uses too.
 //
 // [Note: streams by role] A rank's GPU work runs on one stream per role: compute (kernels and
 // GEMMs), all_gather and reduce_scatter (NCCL), h2d and d2h (copies through pinned buffers for
@@ -16,43 +18,9 @@
 #include <memory>
 #include <string>
 
+#include "tensor/cuda_stream.hpp"
+
 namespace zt::cuda {
-
-// A non-blocking stream on the current device, destroyed with its owner.
-class Stream {
- public:
-  // priority: lower numbers run first where the device has a choice (cudaDeviceGetStreamPriorityRange).
-  explicit Stream(int priority = 0);
-  ~Stream();
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return s_; }
-  operator cudaStream_t() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-// An event without timing (the cheapest kind), for ordering; with `timing` for measuring.
-class Event {
- public:
-  explicit Event(bool timing = false);
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
-
-  void record(cudaStream_t s);
-  // Makes `s` wait (on the device) for the work recorded before this event.
-  void wait_on(cudaStream_t s) const;
-  bool done() const;  // cudaEventQuery
-  void synchronize() const;
-  // Milliseconds from `start` to this event (both timing events, both complete).
-  float since(const Event& start) const;
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
 
 enum class StreamRole : int { compute, all_gather, reduce_scatter, h2d, d2h };
 constexpr int kStreamRoles = 5;

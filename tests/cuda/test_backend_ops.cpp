@@ -1,0 +1,109 @@
+// The backend-op sweep on CUDA (tests/backend_ops.hpp): every row of the table, in every dtype
+// the CUDA backend computes in (f32, bf16), at every shape of the row, against the CPU backend
+// on the same values: the CPU twin of a bf16 case runs in f32 on the bf16-rounded inputs. The
+// outputs, and the gradients accumulated onto the same random g0, are compared whole under the
+// dtype's bound ([Note: sweep tolerances] in tests/backend_ops.cpp); where the CPU leaves an
+// element exactly zero or untouched and the row says it must be (padded logits, ignored rows,
+// table rows no token reads) CUDA must too. Every gradient computed alone must match it
+// computed beside the others, and no gradient at all must be accepted; shapes the CUDA kernels
+// document as unsupported, and dtypes they do not compute in, are refused with
+// std::invalid_argument. The CPU side is checked against float64 in tests/test_backend_ops.cpp.
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "tensor/cuda_allocator.hpp"
+#include "tests/backend_ops.hpp"
+#include "tests/cuda/harness.hpp"
+
+namespace zt::sweep {
+
+namespace {
+
+constexpr double kAnyError = std::numeric_limits<double>::infinity();  // where only zeros are checked
+
+// The gradient minus its g0 (what the backward added), or itself where it overwrites.
+DVec added(const Problem& p, const Result& r, size_t i) {
+  DVec d = r.grad[i];
+  if (!p.overwrites)
+    for (size_t k = 0; k < d.size(); ++k) d[k] -= p.in[i].g0[k];
+  return d;
+}
+
+void compare(const Problem& p, const Result& got, const Result& want, const std::string& what) {
+  for (size_t j = 0; j < p.out.size(); ++j) {
+    const Out& o = p.out[j];
+    expect_close(got.out[j], want.out[j], o.host ? kHostTol : tolerance(o.dtype), o.exact, o.exact_zeros,
+                 what + ": " + o.name);
+  }
+  for (size_t i = 0; i < got.grad.size(); ++i) {
+    if (!p.in[i].grad) continue;
+    const std::string g = what + ": d" + p.in[i].name;
+    expect_close(got.grad[i], want.grad[i], tolerance(p.in[i].dtype), false, false, g);
+    if (p.in[i].exact_zeros) expect_close(added(p, got, i), added(p, want, i), kAnyError, false, true, g + " (zeros)");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every backend op on CUDA against the CPU backend") {
+  const Backend& gpu = *cuda_backend();
+  const Backend& cpu = backend(Device::cpu);
+  Allocator& dev = cuda_allocator(0);
+  std::mt19937 gen(test::rng()());
+  for (const OpRow& row : op_rows()) {
+    int cases = 0;
+    for (const Types& ty : compute_types(row, gpu))
+      for (const Dims& d : row.shapes) {
+        const std::string what = describe(row, ty, d);
+        INFO(what);
+        Problem p = row.make(d, ty, gen);
+        prepare(p, gen);
+        if (row.takes && !row.takes(gpu, d, ty)) {
+          CHECK_THROWS_AS(run(gpu, dev, p), std::invalid_argument);
+          continue;
+        }
+        const Problem twin = row.any_dtype ? p : retyped(p, ty.dt, DType::f32);
+        const Result want = run(cpu, cpu_allocator(), twin);
+        const Result got = run(gpu, dev, p);
+        compare(p, got, want, what);
+        if (p.backward && !p.overwrites) {
+          std::vector<bool> wanted(p.in.size(), false);
+          const Result none = run(gpu, dev, p, true, wanted);
+          for (const DVec& g : none.grad) CHECK(g.empty());
+          for (size_t i = 0; i < p.in.size(); ++i) {
+            if (!p.in[i].grad) continue;
+            wanted[i] = true;
+            const Result one = run(gpu, dev, p, true, wanted);
+            wanted[i] = false;
+            expect_close(one.grad[i], got.grad[i], tolerance(p.in[i].dtype), false, false,
+                         what + ": d" + p.in[i].name + " alone");
+          }
+        }
+        ++cases;
+      }
+    INFO(row.name);
+    CHECK(cases > 0);
+  }
+}
+
+TEST_CASE("the CUDA backend refuses the dtypes it does not compute in") {
+  const Backend& gpu = *cuda_backend();
+  Allocator& dev = cuda_allocator(0);
+  std::mt19937 gen(7);
+  for (const OpRow& row : op_rows())
+    for (const Types& ty : refused_types(row, gpu))
+      for (const Dims& d : row.shapes) {
+        INFO(describe(row, ty, d));
+        Problem p = row.make(d, ty, gen);
+        prepare(p, gen);
+        if (std::none_of(p.in.begin(), p.in.end(), [&](const In& x) { return x.dtype == ty.dt; })) continue;
+        CHECK_THROWS_AS(run(gpu, dev, p), std::invalid_argument);
+      }
+}
+
+}  // namespace zt::sweep

@@ -2,9 +2,10 @@
 # The GPU checks in one call of the lent machine (see /work/.library/device): builds ztrain in a
 # fresh build dir (CUDA on; MPI and io_uring off, which that machine lacks), runs the CUDA kernel
 # and NCCL tests, then bench/gpu_kernels (every kernel against the copy and GEMM ceilings),
-# bench/gpu_step (a GPT-2 step composed of the kernels, MFU) and `ztrain train` itself on the GPU
-# (GPT-2 124M, bf16, B=16 T=1024, stage 0 and 3: the runtime's own step), each under a timeout. Full logs go to $OUT; a short table is
-# printed last. It carries on past a failing step to the table, and exits 1 if any step failed.
+# bench/gpu_step (the Trainer's GPT-2 step on a fixed batch: the loss falls, MFU) and `ztrain train`
+# itself on the GPU (GPT-2 124M, bf16, B=16 T=1024, stage 0 and 3, over a data file), each under a
+# timeout. Full logs go to $OUT; a short table is printed last. It carries on past a failing step
+# to the table, and exits 1 if any step failed.
 #
 # That machine has no Eigen, doctest or nlohmann-json and nothing can be fetched there: run
 # scripts/vendor-headers.sh here first and carry `vendor`. Where it has no pkg-config,

@@ -3,7 +3,8 @@
 // through it, so the model and the engine hold no device forks. The CPU backend runs
 // kernels/cpu/ in f32; the CUDA backend runs kernels/cuda/ in f32 or bf16 on the calling
 // thread's stream (CudaStreamScope in tensor/cuda_allocator.hpp), allocating its scratch from the
-// device's caching allocator.
+// device's caching allocator. The meta backend computes nothing ([Note: the meta device] in
+// tensor/meta_allocator.hpp).
 //
 // Arguments are tensors of the backend's device, with the shapes of kernels/cpu/kernels.hpp's
 // legend, taken from the tensors themselves. An undefined gradient is skipped, and every backward
@@ -97,5 +98,7 @@ const Backend& backend(Device d);
 // The CUDA backend, or null in a build without CUDA (kernels/cuda/backend.cpp, or
 // kernels/cuda_absent.cpp where the toolkit was not found).
 const Backend* cuda_backend();
+// The meta backend (kernels/meta/backend.cpp), in every build.
+const Backend& meta_backend();
 
 }  // namespace zt

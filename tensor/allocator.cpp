@@ -8,7 +8,14 @@
 
 namespace zt {
 
-std::string_view device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+std::string_view device_name(Device d) {
+  switch (d) {
+    case Device::cpu: return "cpu";
+    case Device::cuda: return "cuda";
+    case Device::meta: return "meta";
+  }
+  return "unknown";
+}
 
 std::string_view category_name(MemCategory c) {
   static constexpr std::string_view names[kMemCategories] = {

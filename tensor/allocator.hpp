@@ -10,7 +10,9 @@
 
 namespace zt {
 
-enum class Device : uint8_t { cpu, cuda };
+// meta: storage with sizes and accounting but no data, for planning ([Note: the meta device] in
+// tensor/meta_allocator.hpp).
+enum class Device : uint8_t { cpu, cuda, meta };
 std::string_view device_name(Device d);
 
 enum class MemCategory : uint8_t { parameters, gradients, optimizer, activations, communication, other };

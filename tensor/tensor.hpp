@@ -98,8 +98,12 @@ class Tensor {
   void copy_from(const Tensor& src, bool wait = true) const;
   // A copy of this tensor in `a`'s memory, charged to `c`.
   Tensor to(Allocator& a, MemCategory c) const;
-  // This tensor on `a`'s device: itself when it is there already, else to(a, c).
-  Tensor on(Allocator& a, MemCategory c) const { return device() == a.device() ? *this : to(a, c); }
+  // This tensor on `a`'s device: itself when it is there already, or when it is host memory and
+  // `a` the meta device, which plans a host run ([Note: the meta device]); else to(a, c).
+  Tensor on(Allocator& a, MemCategory c) const {
+    const bool there = device() == a.device() || (device() == Device::cpu && a.device() == Device::meta);
+    return there ? *this : to(a, c);
+  }
 
   // Autograd. A tensor that requires grad has a slot (shared by its copies) holding its gradient.
   // Parameters bind their slot to a view of the unit's flat gradient buffer; activations get a

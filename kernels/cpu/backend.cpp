@@ -121,6 +121,7 @@ class CpuBackend final : public Backend {
 const Backend& backend(Device d) {
   static const CpuBackend cpu;
   if (d == Device::cpu) return cpu;
+  if (d == Device::meta) return meta_backend();
   if (const Backend* b = cuda_backend()) return *b;
   throw std::invalid_argument("no kernels for device " + std::string(device_name(d)) +
                               ": this ztrain was built without CUDA (meson -Dcuda=enabled)");

@@ -8,6 +8,7 @@
 
 #include "models/registry.hpp"
 #include "offload/swap_store.hpp"
+#include "runtime/plan/estimate_activations.hpp"
 #include "runtime/train/metrics.hpp"
 #include "runtime/train/trainer.hpp"
 #include "runtime/zero/buffer_plan.hpp"
@@ -287,126 +288,6 @@ size_t optimizer_offload_bytes(const Model& model, const ZeroConfig& z, int worl
   return std::min(count, static_cast<size_t>(z.offload_optimizer.buffer_count)) * largest;
 }
 
-// ---- GPT-2's activations, op by op ------------------------------------------------------------
-
-// One tape entry with sizes only. Mirrors kernels/ops.cpp: an op's outputs and what its closure
-// captures live until its backward has run; the tape then drops the outputs' gradients and the
-// closure (tensor/tape.cpp). An activation's gradient is created by the first backward that
-// writes it (its last consumer in forward order).
-struct Entry {
-  enum Kind { op, unit_begin, unit_end } kind = op;
-  int unit = -1;
-  std::vector<int> outputs;      // freed, with their gradients, after this op's backward
-  std::vector<int> saved;        // kept for backward only (layernorm's mean/rstd, attention's att)
-  std::vector<int> transient;    // dropped when the forward returns (cross-entropy's row losses)
-  std::vector<int> grad_inputs;  // activation inputs whose gradient the backward creates if absent
-  bool grad_in_place = false;    // [Note: fused cross-entropy]: d(logits) takes the logits' memory
-};
-
-class ActivationReplay {
- public:
-  // The tape GPT2::forward records (models/gpt2.cpp) for a (B,T) micro-batch.
-  ActivationReplay(const Model& model, int B, int T) {
-    const ModelDims& d = model.dims();
-    const int64_t BT = int64_t{B} * T, C = d.n_embd;
-    const int K = model.embedding_units(), last = model.num_units() - 1;
-    auto op = [&](int64_t out_elems, std::vector<int> grad_inputs, std::vector<int64_t> saved = {}) {
-      Entry e;
-      e.outputs = {act(out_elems)};
-      for (int64_t n : saved) e.saved.push_back(act(n));
-      e.grad_inputs = std::move(grad_inputs);
-      program_.push_back(std::move(e));
-      return program_.back().outputs[0];
-    };
-    auto unit = [&](Entry::Kind k, int u) {
-      program_.emplace_back();
-      program_.back().kind = k;
-      program_.back().unit = u;
-    };
-    auto layernorm = [&](int x) { return op(BT * C, {x}, {BT, BT}); };
-    auto linear = [&](int x, int64_t OC) { return op(BT * OC, {x}); };
-
-    // The embedding: wte's row ranges and wpe are parameters; ranges after the first add in.
-    unit(Entry::unit_begin, 0);
-    int x = op(BT * C, {});
-    unit(Entry::unit_end, 0);
-    for (int k = 1; k < K; ++k) {
-      unit(Entry::unit_begin, k);
-      x = op(BT * C, {x, op(BT * C, {})});
-      unit(Entry::unit_end, k);
-    }
-    for (int l = 0; l < d.n_layer; ++l) {
-      unit(Entry::unit_begin, K + l);
-      const int qkv = linear(layernorm(x), 3 * C);
-      const int y = op(BT * C, {qkv}, {int64_t{B} * d.n_head * T * T});  // attention
-      const int x2 = op(BT * C, {x, linear(y, C)});                       // residual add
-      const int f = op(4 * BT * C, {linear(layernorm(x2), 4 * C)});       // gelu
-      x = op(BT * C, {x2, linear(f, C)});
-      unit(Entry::unit_end, K + l);
-    }
-    unit(Entry::unit_begin, last);
-    const int xn = layernorm(x);
-    unit(Entry::unit_end, last);
-    Entry ce;
-    for (int k = 0; k < K; ++k) {  // the head: one column range of the logits per wte unit
-      unit(Entry::unit_begin, k);
-      ce.grad_inputs.push_back(linear(xn, d.padded_vocab_size / K));
-      unit(Entry::unit_end, k);
-    }
-    ce.transient = {act(BT)};
-    ce.saved = {act(BT)};
-    ce.outputs = {act(1)};
-    ce.grad_in_place = true;
-    loss_ = ce.outputs[0];
-    program_.push_back(std::move(ce));
-  }
-
-  // Forward and backward of one micro-batch, hooks and all, then end_pass; the trainer holds the
-  // loss until the pass has ended.
-  void run_pass(const UnitHooks& hooks, ZeroScheduler& sched, MemAccounting& mem) {
-    std::vector<char> grad(elems_.size(), 0);  // 1: own buffer, 2: the tensor's own memory
-    auto charge = [&](int a) { mem.add(MemCategory::activations, f32_bytes(elems_[a])); };
-    auto drop = [&](int a) { mem.sub(MemCategory::activations, f32_bytes(elems_[a])); };
-    for (const Entry& e : program_) {
-      if (e.kind == Entry::unit_begin) hooks.pre_forward(e.unit);
-      if (e.kind == Entry::unit_end) hooks.post_forward(e.unit);
-      if (e.kind != Entry::op) continue;
-      for (const auto* list : {&e.outputs, &e.saved, &e.transient})
-        for (int a : *list) charge(a);
-      for (int a : e.transient) drop(a);
-    }
-    charge(loss_);  // the seed d(loss)
-    grad[loss_] = 1;
-    for (auto it = program_.rbegin(); it != program_.rend(); ++it) {
-      if (it->kind == Entry::unit_end) hooks.pre_backward(it->unit);
-      if (it->kind == Entry::unit_begin) hooks.post_backward(it->unit);
-      if (it->kind != Entry::op) continue;
-      for (int a : it->grad_inputs)
-        if (!grad[a]) {
-          grad[a] = it->grad_in_place ? 2 : 1;
-          if (!it->grad_in_place) charge(a);
-        }
-      for (int a : it->outputs) {
-        if (grad[a] == 1) drop(a);
-        if (a != loss_) drop(a);
-      }
-      for (int a : it->saved) drop(a);
-    }
-    sched.end_pass();
-    drop(loss_);
-  }
-
- private:
-  int act(int64_t elements) {
-    elems_.push_back(elements);
-    return static_cast<int>(elems_.size()) - 1;
-  }
-
-  std::vector<int64_t> elems_;  // by activation id
-  std::vector<Entry> program_;
-  int loss_ = -1;
-};
-
 // ---- One stage ---------------------------------------------------------------------------------
 
 // Two steps as Trainer::step runs them; the peaks are the second's (the first records the
@@ -415,7 +296,8 @@ StageEstimate estimate_stage(const Config& cfg, const Model& model, int stage, i
   ZeroConfig z = cfg.zero;
   z.stage = stage;
   const DType wire = dtype_from_name(cfg.precision.dtype);
-  MemAccounting mem;
+  MetaAllocator meta;  // the rank's ledger; the model's activations come from it
+  MemAccounting& mem = meta.accounting();
   GhostRank rank(mem);
   // Offload applies where the run allows it: the optimizer's from stage 1, the parameters' at 3.
   if (stage == 0) z.offload_optimizer.device = "none";
@@ -431,14 +313,12 @@ StageEstimate estimate_stage(const Config& cfg, const Model& model, int stage, i
     scheduled.push_back(&units.emplace_back(lay, z, world, wire, rank, poff.get()));
   ZeroScheduler sched(std::move(scheduled), z);
   const UnitHooks hooks = sched.hooks();
-  ActivationReplay replay(model, cfg.micro_batch, cfg.data.seq_len);
-  // The trainer's (B,T) i32 token and target batches.
-  mem.add(MemCategory::other, 2 * sizeof(int32_t) * static_cast<size_t>(cfg.micro_batch) * cfg.data.seq_len);
+  MetaPass pass(model, meta, cfg.micro_batch, cfg.data.seq_len);
   for (int step = 0; step < 2; ++step) {
     mem.reset_peaks();
     for (int micro = 0; micro < cfg.grad_accum; ++micro) {
       sched.begin_pass(stage >= 2 || micro == cfg.grad_accum - 1);
-      replay.run_pass(hooks, sched, mem);
+      pass.run(hooks, [&] { sched.end_pass(); });
     }
     // One-element all-reduces: fp16's overflow flag, the gradient norm (sharded stages) and the
     // loss. The MPI progress thread may still hold one (its finished operation captured it) when

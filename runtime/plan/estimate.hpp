@@ -10,9 +10,12 @@
 //   runtime/zero/scheduler.hpp) drives units that keep accounts instead of buffers: gathers,
 //   prefetch within stage3_prefetch_bucket_size and stage3_max_live_parameters, releases; at
 //   stages 2-3 each unit's full gradients exist from its pre-backward until its reduction finished.
-// - activations: GPT-2's ops as kernels/ops.cpp allocates them (outputs and what backward keeps,
-//   live until the producer's backward; activation gradients from their first consumer's backward
-//   until their producer's, per tensor/tape.cpp).
+// - activations: the model's own forward and backward, run on the meta device between the
+//   scheduler's hooks ([Note: activations by the model's own code] in
+//   runtime/plan/estimate_activations.hpp): what kernels/ops.cpp allocates (outputs and what backward
+//   keeps, live until the producer's backward; activation gradients from their first consumer's
+//   backward until their producer's, per tensor/tape.cpp) and what the CPU backend keeps
+//   (attention's probabilities), the loss and the backward's seed.
 //   With bf16/fp16 ([Note: mixed precision]) also the fp32 masters (with the optimizer), the
 //   16-bit parameter shards, and the 16-bit buffers each gather fills and each reduction sends
 //   while in flight; stages 1-3 gather their kept parameters after the update through the

@@ -1,0 +1,33 @@
+// The meta device: tensors with shapes, dtypes and accounting, and no data. [Note: the meta device]
+//
+// [Note: the meta device] Ops on meta tensors allocate their outputs, gradients and saved tensors
+// as on any device, each charged to the allocator's MemAccounting and freed where the tape frees
+// it, but no memory is behind them and the meta backend (kernels/meta/backend.cpp) computes
+// nothing. So a model's own forward and backward on meta tensors leaves on the ledger what a real
+// pass allocates, when it allocates it, with no code of the model's copied: `ztrain estimate`
+// counts activations so (runtime/plan/estimate_activations.hpp).
+// It plans a host run, the CPU backend's: a host tensor reaches it without a copy (Tensor::on),
+// as host tensors reach the CPU kernels, and the meta backend keeps what the CPU kernels keep.
+// Meta memory reads as zeros where it is copied to host memory (a loss brought to the host);
+// nothing else may read it, and its addresses fault if anything does (meta_allocator.cpp).
+// Storage that is never materialized (Tensor::meta) on this allocator is not charged at all:
+// buffers the caller accounts for itself (the estimate's parameters) are such tensors.
+#pragma once
+
+#include "tensor/allocator.hpp"
+
+namespace zt {
+
+// One ledger of meta memory; any number may exist (one per plan). Thread-safe as MemAccounting is.
+class MetaAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::meta; }
+  // Charges `bytes` to c; the address may not be read or written.
+  void* allocate(size_t bytes, MemCategory c) override;
+  void deallocate(void* p, size_t bytes, MemCategory c) override;
+  void zero(void*, size_t) override {}
+  // Writes zeros where dst is host memory; nothing where it is meta memory.
+  void copy(void* dst, const void* src, size_t bytes, bool wait = true) override;
+};
+
+}  // namespace zt

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """No include points up the layers (ARCHITECTURE.md): the top-level folders, and within runtime/
-its rooms. Every quoted include of a project header in a library source is checked against the
-layer it may use; a violation prints the file, the line and the rule, and fails.
+its rooms; and runtime/ names no concrete model (it reaches models through models/model.hpp and
+the factory, models/registry.hpp). Every quoted include of a project header in a library source is
+checked against the layer it may use; a violation prints the file, the line and the rule, and
+fails.
     test_layers.py SOURCE_ROOT
 """
 import pathlib
@@ -22,6 +24,8 @@ FOLDERS = {
 # "data" are peers), and the files in runtime/ itself (config, trace, file I/O, agreement) use no room.
 ROOMS = [["cli"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], [""]]
 rank = {room: i for i, group in enumerate(ROOMS) for room in group}
+# What runtime/ may use of models/: the interface, its dimensions, the factory and the file formats.
+MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/registry.hpp", "models/llmc_format.hpp"}
 
 
 def room_of(path):  # "runtime/zero/x.hpp" -> "zero"; "runtime/config.hpp" -> ""
@@ -45,6 +49,8 @@ for folder, allowed in FOLDERS.items():
             why = None
             if target_folder != folder and target_folder not in allowed:
                 why = f"{folder}/ may not use {target_folder}/"
+            elif folder == "runtime" and target_folder == "models" and target not in MODELS_FOR_RUNTIME:
+                why = "runtime/ names no concrete model: use models/model.hpp and models/registry.hpp"
             elif folder == "runtime" and target_folder == "runtime":
                 a, b = room_of(rel), room_of(target)
                 if a != b and not rank[b] > rank[a]:

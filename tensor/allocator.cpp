@@ -1,5 +1,7 @@
 #include "tensor/allocator.hpp"
 
+#include "tensor/host_cache.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -77,7 +79,9 @@ class CpuAllocator final : public Allocator {
     // [Note: host alignment] From a page up, page aligned and rounded to whole pages, so that any
     // such buffer can take O_DIRECT I/O (offload reads shards straight into their tensors).
     const size_t align = bytes >= 4096 ? 4096 : 64;
-    void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+    const size_t rounded = (bytes + align - 1) / align * align;
+    // [Note: host block cache]: large blocks come back from the cache.
+    void* p = rounded >= HostBlockCache::kMinBytes ? cache_.allocate(rounded) : std::aligned_alloc(align, rounded);
     if (!p) throw std::runtime_error("host allocation of " + std::to_string(bytes) + " bytes (" +
                                      std::string(category_name(c)) + ") failed");
     accounting_.add(c, bytes);
@@ -85,9 +89,14 @@ class CpuAllocator final : public Allocator {
   }
   void deallocate(void* p, size_t bytes, MemCategory c) override {
     if (!p) return;
-    std::free(p);
+    const size_t rounded = bytes >= 4096 ? (bytes + 4095) / 4096 * 4096 : bytes;
+    if (rounded >= HostBlockCache::kMinBytes) cache_.free(p, rounded);
+    else std::free(p);
     accounting_.sub(c, bytes);
   }
+
+ private:
+  HostBlockCache cache_;
 };
 }  // namespace
 

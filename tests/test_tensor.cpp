@@ -8,6 +8,7 @@
 #include "kernels/ops.hpp"
 #include "tensor/allocator.hpp"
 #include "tensor/dtype.hpp"
+#include "tensor/host_cache.hpp"
 #include "tensor/tape.hpp"
 #include "tensor/tensor.hpp"
 
@@ -242,4 +243,47 @@ TEST_CASE("tape: no_grad records nothing; activations and their gradients are fr
   }
   CHECK(acc.snapshot()[MemCategory::activations] == act0);
   CHECK(m.grad_sum(0) > 0.0);
+}
+
+TEST_CASE("host block cache: a freed block of the same size comes back, within the peak in use") {
+  HostBlockCache cache;
+  const size_t MiB = size_t{1} << 20;
+  void* a = cache.allocate(4 * MiB);
+  void* b = cache.allocate(2 * MiB);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(reinterpret_cast<uintptr_t>(a) % 4096 == 0);  // [Note: host alignment]
+  static_cast<char*>(a)[4 * MiB - 1] = 1;            // the whole block is there
+  cache.free(a, 4 * MiB);
+  cache.free(b, 2 * MiB);
+  CHECK(cache.stats().kept == 6 * MiB);
+  CHECK(cache.allocate(4 * MiB) == a);  // the same size: the kept block, no new pages
+  void* c = cache.allocate(3 * MiB);    // another size: a new block, the 2 MiB one stays kept
+  CHECK(c != b);
+  auto s = cache.stats();
+  CHECK(s.hits == 1);
+  CHECK(s.misses == 3);
+  CHECK(s.kept == 2 * MiB);
+  CHECK(s.peak_in_use == 7 * MiB);
+  cache.free(a, 4 * MiB);
+  cache.free(c, 3 * MiB);
+  // Kept bytes never pass the most ever in use at once (7 MiB): of 4 + 3 more, the 3 go back.
+  CHECK(cache.stats().kept <= 7 * MiB);
+  CHECK(cache.stats().kept == 6 * MiB);
+  CHECK(cache.release() == 6 * MiB);
+  CHECK(cache.stats().kept == 0);
+}
+
+TEST_CASE("host allocator: large tensors freed and made again reuse their blocks; accounting as before") {
+  Allocator& a = cpu_allocator();
+  const size_t before = a.accounting().snapshot()[MemCategory::activations];
+  const void* first;
+  {
+    const Tensor t = Tensor::empty({300000}, DType::f32, MemCategory::activations);  // 1.2 MB
+    first = t.raw();
+    CHECK(a.accounting().snapshot()[MemCategory::activations] == before + 1200000);
+  }
+  CHECK(a.accounting().snapshot()[MemCategory::activations] == before);
+  const Tensor again = Tensor::empty({300000}, DType::f32, MemCategory::activations);
+  CHECK(again.raw() == first);
 }

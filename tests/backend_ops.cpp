@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -209,6 +210,40 @@ void expect_close(const DVec& got, const DVec& want, double tol, bool exact, boo
   CHECK(unequal == 0);
   CHECK(not_zero == 0);
   CHECK(rel <= tol);
+}
+
+void for_each_case(const Backend& be, Allocator& alloc, std::mt19937& gen,
+                   const std::function<void(const OpRow& row, const Types& ty, const Problem& p, const std::string& what)>& check) {
+  for (const OpRow& row : op_rows()) {
+    int cases = 0;
+    for (const Types& ty : compute_types(row, be))
+      for (const Dims& d : row.shapes) {
+        const std::string what = describe(row, ty, d);
+        INFO(what);
+        Problem p = row.make(d, ty, gen);
+        prepare(p, gen);
+        if (row.takes && !row.takes(be, d, ty)) {
+          CHECK_THROWS_AS(run(be, alloc, p), std::invalid_argument);
+          continue;
+        }
+        check(row, ty, p, what);
+        ++cases;
+      }
+    INFO(row.name);
+    CHECK(cases > 0);  // a row that runs nothing checks nothing
+  }
+}
+
+void check_refused_dtypes(const Backend& be, Allocator& alloc, std::mt19937& gen) {
+  for (const OpRow& row : op_rows())
+    for (const Types& ty : refused_types(row, be))
+      for (const Dims& d : row.shapes) {
+        INFO(describe(row, ty, d));
+        Problem p = row.make(d, ty, gen);
+        prepare(p, gen);
+        if (std::none_of(p.in.begin(), p.in.end(), [&](const In& x) { return x.dtype == ty.dt; })) continue;
+        CHECK_THROWS_AS(run(be, alloc, p), std::invalid_argument);
+      }
 }
 
 }  // namespace zt::sweep

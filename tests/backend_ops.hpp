@@ -135,6 +135,14 @@ Result run(const Backend& be, Allocator& alloc, const Problem& p, bool backward 
            const std::vector<bool>& want = {});
 
 // The relative error bound of a result in dtype t (see the note in backend_ops.cpp).
+// The sweep over `be`: every row's cases in the dtypes `be` computes in, each made and prepared;
+// shapes the row says `be` refuses must throw std::invalid_argument, the others go to `check`
+// (with INFO naming the case); every row must run at least one case.
+void for_each_case(const Backend& be, Allocator& alloc, std::mt19937& gen,
+                   const std::function<void(const OpRow& row, const Types& ty, const Problem& p, const std::string& what)>& check);
+// Every row's cases in the dtypes `be` does not compute in must throw std::invalid_argument.
+void check_refused_dtypes(const Backend& be, Allocator& alloc, std::mt19937& gen);
+
 double tolerance(DType t);
 inline constexpr double kHostTol = 1e-10;
 

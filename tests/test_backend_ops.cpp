@@ -110,43 +110,20 @@ void check_skipped(const Backend& be, const Problem& p, const Result& all, const
 TEST_CASE("every backend op on the CPU against float64 references and finite differences") {
   const Backend& be = backend(Device::cpu);
   std::mt19937 gen(20240917);
-  for (const OpRow& row : op_rows()) {
-    int cases = 0;
-    for (const Types& ty : compute_types(row, be))
-      for (const Dims& d : row.shapes) {
-        const std::string what = describe(row, ty, d);
-        INFO(what);
-        Problem p = row.make(d, ty, gen);
-        prepare(p, gen);
-        if (row.takes && !row.takes(be, d, ty)) {
-          CHECK_THROWS_AS(run(be, cpu_allocator(), p), std::invalid_argument);
-          continue;
-        }
-        const Result r = run(be, cpu_allocator(), p);
-        check_forward(p, r, what);
-        if (p.backward) {
-          check_gradients(p, r, what, gen);
-          check_skipped(be, p, r, what);
-        }
-        ++cases;
-      }
-    INFO(row.name);
-    CHECK(cases > 0);  // a row that runs nothing checks nothing
-  }
+  for_each_case(be, cpu_allocator(), gen, [&](const OpRow&, const Types&, const Problem& p, const std::string& what) {
+    const Result r = run(be, cpu_allocator(), p);
+    check_forward(p, r, what);
+    if (p.backward) {
+      check_gradients(p, r, what, gen);
+      check_skipped(be, p, r, what);
+    }
+  });
 }
 
 TEST_CASE("the CPU backend refuses the dtypes it does not compute in") {
   const Backend& be = backend(Device::cpu);
   std::mt19937 gen(7);
-  for (const OpRow& row : op_rows())
-    for (const Types& ty : refused_types(row, be))
-      for (const Dims& d : row.shapes) {
-        INFO(describe(row, ty, d));
-        Problem p = row.make(d, ty, gen);
-        prepare(p, gen);
-        if (std::none_of(p.in.begin(), p.in.end(), [&](const In& x) { return x.dtype == ty.dt; })) continue;
-        CHECK_THROWS_AS(run(be, cpu_allocator(), p), std::invalid_argument);
-      }
+  check_refused_dtypes(be, cpu_allocator(), gen);
 }
 
 }  // namespace zt::sweep

@@ -55,55 +55,32 @@ TEST_CASE("every backend op on CUDA against the CPU backend") {
   const Backend& cpu = backend(Device::cpu);
   Allocator& dev = cuda_allocator(0);
   std::mt19937 gen(test::rng()());
-  for (const OpRow& row : op_rows()) {
-    int cases = 0;
-    for (const Types& ty : compute_types(row, gpu))
-      for (const Dims& d : row.shapes) {
-        const std::string what = describe(row, ty, d);
-        INFO(what);
-        Problem p = row.make(d, ty, gen);
-        prepare(p, gen);
-        if (row.takes && !row.takes(gpu, d, ty)) {
-          CHECK_THROWS_AS(run(gpu, dev, p), std::invalid_argument);
-          continue;
-        }
-        const Problem twin = row.any_dtype ? p : retyped(p, ty.dt, DType::f32);
-        const Result want = run(cpu, cpu_allocator(), twin);
-        const Result got = run(gpu, dev, p);
-        compare(p, got, want, what);
-        if (p.backward && !p.overwrites) {
-          std::vector<bool> wanted(p.in.size(), false);
-          const Result none = run(gpu, dev, p, true, wanted);
-          for (const DVec& g : none.grad) CHECK(g.empty());
-          for (size_t i = 0; i < p.in.size(); ++i) {
-            if (!p.in[i].grad) continue;
-            wanted[i] = true;
-            const Result one = run(gpu, dev, p, true, wanted);
-            wanted[i] = false;
-            expect_close(one.grad[i], got.grad[i], tolerance(p.in[i].dtype), false, false,
-                         what + ": d" + p.in[i].name + " alone");
-          }
-        }
-        ++cases;
+  for_each_case(gpu, dev, gen, [&](const OpRow& row, const Types& ty, const Problem& p, const std::string& what) {
+    const Problem twin = row.any_dtype ? p : retyped(p, ty.dt, DType::f32);
+    const Result want = run(cpu, cpu_allocator(), twin);
+    const Result got = run(gpu, dev, p);
+    compare(p, got, want, what);
+    if (p.backward && !p.overwrites) {
+      std::vector<bool> wanted(p.in.size(), false);
+      const Result none = run(gpu, dev, p, true, wanted);
+      for (const DVec& g : none.grad) CHECK(g.empty());
+      for (size_t i = 0; i < p.in.size(); ++i) {
+        if (!p.in[i].grad) continue;
+        wanted[i] = true;
+        const Result one = run(gpu, dev, p, true, wanted);
+        wanted[i] = false;
+        expect_close(one.grad[i], got.grad[i], tolerance(p.in[i].dtype), false, false,
+                     what + ": d" + p.in[i].name + " alone");
       }
-    INFO(row.name);
-    CHECK(cases > 0);
-  }
+    }
+  });
 }
 
 TEST_CASE("the CUDA backend refuses the dtypes it does not compute in") {
   const Backend& gpu = *cuda_backend();
   Allocator& dev = cuda_allocator(0);
   std::mt19937 gen(7);
-  for (const OpRow& row : op_rows())
-    for (const Types& ty : refused_types(row, gpu))
-      for (const Dims& d : row.shapes) {
-        INFO(describe(row, ty, d));
-        Problem p = row.make(d, ty, gen);
-        prepare(p, gen);
-        if (std::none_of(p.in.begin(), p.in.end(), [&](const In& x) { return x.dtype == ty.dt; })) continue;
-        CHECK_THROWS_AS(run(gpu, dev, p), std::invalid_argument);
-      }
+  check_refused_dtypes(gpu, dev, gen);
 }
 
 }  // namespace zt::sweep

@@ -110,17 +110,15 @@ double gpt2_flops_per_token(const ModelDims& d, int T) {
 }
 
 namespace {
-void check_gpt2_dims(const ModelDims& d) {
-  if (d.n_embd % d.n_head) throw std::invalid_argument("gpt2: n_embd must divide by n_head");
-}
 int resolved_wte_units(const ModelDims& d, int wte_units) {
-  check_gpt2_dims(d);
+  if (d.n_embd % d.n_head) throw std::invalid_argument("gpt2: n_embd must divide by n_head");
   return wte_units ? wte_units : gpt2_wte_units(d);
 }
 }  // namespace
 
-GPT2::GPT2(const ModelDims& d, int wte_units)
-    : Model("gpt2", d, gpt2_layout(d, resolved_wte_units(d, wte_units)), resolved_wte_units(d, wte_units)) {}
+GPT2::GPT2(const ModelDims& d, int wte_units) : GPT2(d, resolved_wte_units(d, wte_units), Resolved{}) {}
+
+GPT2::GPT2(const ModelDims& d, int K, Resolved) : Model("gpt2", d, gpt2_layout(d, K), K) {}
 
 void GPT2::for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const {
   const int L = dims().n_layer, K = wte_units();

@@ -67,6 +67,10 @@ class GPT2 final : public Model {
   Tensor embed(Tape& tape, const Tensor& host_tokens) override;
   Tensor block(Tape& tape, int layer, const Tensor& x) override;
   std::vector<Tensor> head(Tape& tape, const Tensor& x) override;
+
+ private:
+  struct Resolved {};  // K resolved and the dimensions checked: the layout is built once
+  GPT2(const ModelDims& d, int K, Resolved);
 };
 
 }  // namespace zt

@@ -1,5 +1,6 @@
 #include "models/registry.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "models/gpt2.hpp"
@@ -14,7 +15,10 @@ namespace {
 
 std::vector<std::string> model_archs() { return {"gpt2"}; }
 
-bool is_model_arch(const std::string& arch) { return arch == "gpt2"; }
+bool is_model_arch(const std::string& arch) {
+  const std::vector<std::string> archs = model_archs();
+  return std::find(archs.begin(), archs.end(), arch) != archs.end();
+}
 
 double model_num_params_f64(const std::string& arch, const ModelDims& d) {
   if (!is_model_arch(arch)) unknown(arch);

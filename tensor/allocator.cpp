@@ -71,17 +71,23 @@ void Allocator::copy(void* dst, const void* src, size_t bytes, bool) {
 Allocator& Allocator::pinned_host() { return cpu_allocator(); }
 
 namespace {
+// [Note: host alignment] From a page up, page aligned and rounded to whole pages, so that any such
+// buffer can take O_DIRECT I/O (offload reads shards straight into their tensors).
+size_t host_alignment(size_t bytes) { return bytes >= 4096 ? 4096 : 64; }
+size_t host_block_bytes(size_t bytes) {
+  const size_t align = host_alignment(bytes);
+  return (bytes + align - 1) / align * align;
+}
+
 class CpuAllocator final : public Allocator {
  public:
   Device device() const override { return Device::cpu; }
   void* allocate(size_t bytes, MemCategory c) override {
     if (bytes == 0) return nullptr;
-    // [Note: host alignment] From a page up, page aligned and rounded to whole pages, so that any
-    // such buffer can take O_DIRECT I/O (offload reads shards straight into their tensors).
-    const size_t align = bytes >= 4096 ? 4096 : 64;
-    const size_t rounded = (bytes + align - 1) / align * align;
+    const size_t rounded = host_block_bytes(bytes);
     // [Note: host block cache]: large blocks come back from the cache.
-    void* p = rounded >= HostBlockCache::kMinBytes ? cache_.allocate(rounded) : std::aligned_alloc(align, rounded);
+    void* p = rounded >= HostBlockCache::kMinBytes ? cache_.allocate(rounded)
+                                                   : std::aligned_alloc(host_alignment(bytes), rounded);
     if (!p) throw std::runtime_error("host allocation of " + std::to_string(bytes) + " bytes (" +
                                      std::string(category_name(c)) + ") failed");
     accounting_.add(c, bytes);
@@ -89,7 +95,7 @@ class CpuAllocator final : public Allocator {
   }
   void deallocate(void* p, size_t bytes, MemCategory c) override {
     if (!p) return;
-    const size_t rounded = bytes >= 4096 ? (bytes + 4095) / 4096 * 4096 : bytes;
+    const size_t rounded = host_block_bytes(bytes);
     if (rounded >= HostBlockCache::kMinBytes) cache_.free(p, rounded);
     else std::free(p);
     accounting_.sub(c, bytes);

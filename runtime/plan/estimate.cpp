@@ -234,8 +234,9 @@ class GhostUnit final : public ScheduledUnit {
   bool reducing() const override { return reducing_; }
 
  private:
-  void charge(UnitBuffer b) { mem_.add(plan_[b].category, plan_[b].exists() ? plan_[b].bytes() : 0); }
-  void drop(UnitBuffer b) { mem_.sub(plan_[b].category, plan_[b].exists() ? plan_[b].bytes() : 0); }
+  // A buffer the plan does not have is 0 bytes.
+  void charge(UnitBuffer b) { mem_.add(plan_[b].category, plan_[b].bytes()); }
+  void drop(UnitBuffer b) { mem_.sub(plan_[b].category, plan_[b].bytes()); }
   void finish_update() {
     pending_ = false;
     if (!poff_) return;

@@ -226,7 +226,6 @@ void ShardedUnit::finish_reduce() {
 }
 
 void ShardedUnit::update(float lr, float grad_scale, int t) {
-  if (state_ == ParamState::gathering) throw std::logic_error("unit " + name_ + ": update during its gather");
   begin_update();
   optim_->step(lr, grad_scale, t);
   if (widens() && stage_ == 0) cast_into(shard16_, full_params_);  // stage 0's shard is the whole unit

@@ -9,8 +9,10 @@ packages=(
   libopenmpi-dev openmpi-bin                      # MpiCommunicator, mpirun
   iproute2 util-linux                             # network namespaces: the multi-host launch test
   liburing-dev                                    # the io_uring offload engine
+  libopenblas-pthread-dev libblis-openmp-dev      # the CPU GEMM (-Dblas=openblas, the default, or blis)
   python3 python3-torch libopenblas0-pthread      # the PyTorch reference the tests compare with
   python3-pip                                     # safetensors (below), which Debian does not package
+  python3-venv                                    # the benchmarks' peers (scripts/install-peers.sh)
   fio                                             # the I/O yardstick for the offload benchmarks
   clang libclang-rt-14-dev llvm                   # the sanitizer and libFuzzer build (scripts/fuzz.sh)
 )

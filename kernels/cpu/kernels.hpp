@@ -3,7 +3,8 @@
 // V vocabulary, Vp padded vocabulary. All f32 unless said; every backward ACCUMULATES (+=) into
 // its gradient outputs, so gradients of shared inputs and of micro-batches add up. A null
 // gradient pointer means "not needed" and is skipped.
-// Threads: OpenMP, and Eigen's GEMM (which uses OpenMP); set_num_threads sets both.
+// Threads: OpenMP's, for the kernels, Eigen's products and the GEMMs (gemm.hpp) alike;
+// set_num_threads sets the count.
 #pragma once
 
 #include <cstddef>

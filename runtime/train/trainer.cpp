@@ -15,6 +15,7 @@
 
 #include "comm/nccl_communicator.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "models/registry.hpp"
 #include "runtime/agreed.hpp"
@@ -296,12 +297,13 @@ std::string run_banner(const Trainer& t) {
   std::snprintf(buf, sizeof buf,
                 "model %s: n_layer %d, n_head %d, n_embd %d, vocab %d (padded %d), max_seq_len %d, %.2fM parameters\n"
                 "batch: micro %d x accumulation %d x %d ranks (%s, %d on this host), seq_len %d (%d tokens a step); "
-                "%d threads a rank; %d steps\n"
+                "%d threads a rank%s; %d steps\n"
                 "ZeRO stage %d: %s; %s; collectives progress by %s",
                 t.model().arch().c_str(), d.n_layer, d.n_head, d.n_embd, d.vocab_size, d.padded_vocab_size, d.max_seq_len,
                 static_cast<double>(t.model().num_params()) / 1e6, c.micro_batch, c.grad_accum, t.comm().size(),
                 std::string(t.comm().backend()).c_str(), t.comm().local_size(), c.data.seq_len,
-                c.micro_batch * c.grad_accum * t.comm().size() * c.data.seq_len, cpu::num_threads(), c.train.steps,
+                c.micro_batch * c.grad_accum * t.comm().size() * c.data.seq_len, cpu::num_threads(),
+                c.train.device == "cuda" ? "" : (std::string(", GEMM through ") + cpu::gemm_library()).c_str(), c.train.steps,
                 c.zero.stage, kSharded[c.zero.stage],
                 c.precision.dtype == "f32" ? "fp32" : c.precision.dtype == "bf16" ? "bf16 parameters and gradients, fp32 masters"
                                                                                    : "fp16 parameters and gradients, fp32 masters, loss scaling",

@@ -161,7 +161,7 @@ OpRow attention() {
   auto dims = [](int B, int T, int C, int NH) { return Dims{{"B", B}, {"T", T}, {"C", C}, {"NH", NH}}; };
   return {"attention",
           {dims(1, 1, 3, 1), dims(2, 7, 12, 3), dims(1, 13, 30, 5), dims(1, 1, 8, 1), dims(2, 7, 48, 3),
-           dims(3, 5, 40, 5), dims(1, 17, 128, 2), dims(1, 9, 128, 1)},
+           dims(3, 5, 40, 5), dims(1, 17, 128, 2), dims(1, 9, 128, 1), dims(2, 131, 32, 2)},
           [](const Dims& d, const Types& ty, std::mt19937& gen) {
             const int B = d["B"], T = d["T"], C = d["C"], NH = d["NH"];
             Problem p;

@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include "kernels/cpu/eigen_maps.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace zt::cpu {
@@ -14,17 +15,15 @@ constexpr float kEps = 1e-5f;  // GPT-2's
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
+  ConstArrayMap w(weight, C), b(bias, C);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
-    const float* x = inp + static_cast<size_t>(i) * C;
-    float* o = out + static_cast<size_t>(i) * C;
-    float m = 0.0f;
-    for (int c = 0; c < C; ++c) m += x[c];
-    m /= C;
-    float var = 0.0f;  // two passes: the one-pass formula cancels badly for large means
-    for (int c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
-    const float s = 1.0f / std::sqrt(var / C + kEps);
-    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+    ConstArrayMap x(inp + static_cast<size_t>(i) * C, C);
+    // Two passes (the one-pass formula cancels badly for large means), each a vectorised Eigen
+    // reduction: a plain loop's float sum is one chain of dependent adds.
+    const float m = x.mean();
+    const float s = 1.0f / std::sqrt((x - m).square().mean() + kEps);
+    ArrayMap(out + static_cast<size_t>(i) * C, C) = (x - m) * s * w + b;
     mean[i] = m;
     rstd[i] = s;
   }
@@ -37,33 +36,22 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   // scheduling, so runs repeat bit for bit.
   const int nt = omp_get_max_threads();
   std::vector<float> partial(static_cast<size_t>(nt) * 2 * C, 0.0f);
+  ConstArrayMap w(weight, C);
 #pragma omp parallel num_threads(nt)
   {
-    float* dw = partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * C;
-    float* db = dw + C;
+    ArrayMap dw(partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * C, C);
+    ArrayMap db(dw.data() + C, C);
+    Eigen::ArrayXf norm(C), dnorm(C);  // the row's, reused
 #pragma omp for schedule(static)
     for (int i = 0; i < N; ++i) {
-      const float* x = inp + static_cast<size_t>(i) * C;
-      const float* d = dout + static_cast<size_t>(i) * C;
-      const float m = mean[i], s = rstd[i];
-      float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-      for (int c = 0; c < C; ++c) {
-        const float norm = (x[c] - m) * s;
-        const float dnorm = weight[c] * d[c];
-        dnorm_mean += dnorm;
-        dnorm_norm_mean += dnorm * norm;
-        dw[c] += norm * d[c];
-        db[c] += d[c];
-      }
-      dnorm_mean /= C;
-      dnorm_norm_mean /= C;
-      if (dinp) {
-        float* di = dinp + static_cast<size_t>(i) * C;
-        for (int c = 0; c < C; ++c) {
-          const float norm = (x[c] - m) * s;
-          di[c] += (weight[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
-        }
-      }
+      ConstArrayMap x(inp + static_cast<size_t>(i) * C, C), d(dout + static_cast<size_t>(i) * C, C);
+      norm = (x - mean[i]) * rstd[i];
+      dnorm = w * d;
+      const float dnorm_mean = dnorm.mean(), dnorm_norm_mean = (dnorm * norm).mean();
+      dw += norm * d;
+      db += d;
+      if (dinp)
+        ArrayMap(dinp + static_cast<size_t>(i) * C, C) += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd[i];
     }
   }
   for (int t = 0; t < nt; ++t) {

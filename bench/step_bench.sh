@@ -1,25 +1,65 @@
 #!/usr/bin/env bash
-# The GPT-2 124M-shape CPU step (B=4, T=256, fp32) against its two yardsticks, in one run:
-# Eigen SGEMM 2048^3 (measured inside step_gpt2) and PyTorch CPU on the same shape with AdamW.
+# The GPT-2 124M-shape CPU step (B=4, T=256, fp32, one process, all cores) against its yardsticks,
+# in one run on one machine:
+#   - SGEMM 2048^3 (and the step's own GEMM shapes) through every library at hand: Eigen, OpenBLAS
+#     and BLIS (build/bench/sgemm), MKL through PyTorch 2.x (bench/sgemm_torch.py), and the
+#     build's own threaded sgemm (inside step_gpt2);
+#   - the same training step (AdamW) under PyTorch 2.x from PyPI (MKL; scripts/install-peers.sh)
+#     and PyTorch 1.13 from Debian (OpenBLAS).
+# Ends with ztrain's tokens/s against each PyTorch and its GFLOP/s against the fastest SGEMM.
 #   bench/step_bench.sh [build-dir] [extra step_gpt2 flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 threads=$(nproc)
+peers=$(scripts/install-peers.sh | tail -n 1)
+multiarch=$(gcc -print-multiarch)
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+echo "== $(date -u +%F), $threads cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "== SGEMM ($threads threads)"
+libs=()
+for lib in openblas=/usr/lib/$multiarch/openblas-pthread/libopenblas.so.0 blis=/usr/lib/$multiarch/blis-openmp/libblis.so.4; do
+  [ -e "${lib#*=}" ] && libs+=(--lib "$lib")
+done
+"$build/bench/sgemm" --threads "$threads" "${libs[@]}" > "$log/sgemm.jsonl"
+"$peers" bench/sgemm_torch.py --threads "$threads" >> "$log/sgemm.jsonl"
 echo "== ztrain ($threads threads)"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-"$build/bench/step_gpt2" --threads "$threads" --steps 3 --warmup 1 "$@" > "$log"
-cat "$log"
-ours=$(tail -n 1 "$log")
-echo "== PyTorch ($threads threads)"
-theirs=$(/usr/bin/python3 bench/torch_step.py --threads "$threads" --steps 3 --warmup 1 2>/dev/null | tail -n 1)
-echo "$theirs"
-/usr/bin/python3 - "$ours" "$theirs" <<'PY'
-import json, sys
-o, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-print(f"ztrain {o['tokens_per_s']:.1f} tok/s, {o['gflops']:.1f} GFLOP/s = {100*o['gflops']/o['sgemm_gflops']:.0f}% of SGEMM "
-      f"{o['sgemm_gflops']:.1f} GFLOP/s; PyTorch {t['tokens_per_s']:.1f} tok/s, {t['gflops']:.1f} GFLOP/s = "
-      f"{100*t['gflops']/o['sgemm_gflops']:.0f}% of SGEMM; ztrain/PyTorch = {o['tokens_per_s']/t['tokens_per_s']:.2f}x")
+"$build/bench/step_gpt2" --threads "$threads" --steps 3 --warmup 1 "$@" | tee "$log/ztrain.out"
+echo "== PyTorch 2.x, PyPI ($threads threads)"
+"$peers" bench/torch_step.py --threads "$threads" --steps 3 --warmup 1 2> "$log/torch2.err" | tee "$log/torch2.out" ||
+  { tail "$log/torch2.err"; exit 1; }
+echo "== PyTorch 1.13, Debian ($threads threads)"
+/usr/bin/python3 bench/torch_step.py --threads "$threads" --steps 3 --warmup 1 2> "$log/torch1.err" | tee "$log/torch1.out" ||
+  { tail "$log/torch1.err"; exit 1; }
+
+/usr/bin/python3 - "$log" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def last(name):
+    return json.loads(open(os.path.join(d, name)).read().strip().splitlines()[-1])
+rates = {}
+for line in open(os.path.join(d, "sgemm.jsonl")):
+    r = json.loads(line)
+    rates.setdefault(r["lib"], {})[r["shape"]] = r["gflops"]
+o, t2, t1 = last("ztrain.out"), last("torch2.out"), last("torch1.out")
+rates[f"ztrain sgemm ({o['gemm_library']}, one OpenMP pool)"] = {"square": o["sgemm_gflops"]}
+shapes = list(next(iter(rates.values())).keys())
+print()
+print("| SGEMM GFLOP/s | " + " | ".join(shapes) + " |")
+print("|---|" + "---|" * len(shapes))
+for lib, r in rates.items():
+    print(f"| {lib} | " + " | ".join(str(r.get(s, "")) for s in shapes) + " |")
+fast_lib, fast = max(((lib, r["square"]) for lib, r in rates.items()), key=lambda x: x[1])
+print()
+print("| impl | tok/s | GFLOP/s | % of fastest SGEMM | ztrain / impl |")
+print("|---|---|---|---|---|")
+for name, r in (("ztrain (" + o["gemm_library"] + ")", o), (f"PyTorch 2.x (PyPI)", t2), ("PyTorch 1.13 (Debian)", t1)):
+    print(f"| {name} | {r['tokens_per_s']:.1f} | {r['gflops']:.1f} | {100 * r['gflops'] / fast:.0f}% | "
+          f"{o['tokens_per_s'] / r['tokens_per_s']:.2f}x |")
+print(f"\nfastest SGEMM 2048^3: {fast_lib} {fast:.1f} GFLOP/s; ztrain step {o['gflops']:.1f} GFLOP/s = "
+      f"{100 * o['gflops'] / fast:.0f}% of it (target >= 75%); ztrain / PyTorch 2.x = "
+      f"{o['tokens_per_s'] / t2['tokens_per_s']:.2f}x (target >= 1.1x)")
 PY

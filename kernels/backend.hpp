@@ -47,6 +47,11 @@ class Backend : public RangeMarker {
   virtual void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                   const Tensor& x, const Tensor& weight, const Tensor& mean,
                                   const Tensor& rstd) const = 0;
+  // RMSNorm (the Llama family's) over the last dimension; rstd (rows) f32.
+  virtual void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                               float eps) const = 0;
+  virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout, const Tensor& x,
+                                const Tensor& weight, const Tensor& rstd) const = 0;
   // bias may be undefined.
   virtual void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const = 0;
   virtual void matmul_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -58,6 +63,15 @@ class Backend : public RangeMarker {
                                   const Tensor& saved, int n_head) const = 0;
   virtual void gelu_forward(const Tensor& out, const Tensor& x) const = 0;
   virtual void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const = 0;
+  // x (...,2F) holds [gate | up] -> out (...,F) = silu(gate) * up.
+  virtual void swiglu_forward(const Tensor& out, const Tensor& x) const = 0;
+  virtual void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const = 0;
+  // Rotary embedding of qkv (B,T,(n_head+2*n_kv_head)*hs)'s q and k heads; inv_freq (hs/2) f32 on
+  // this device. kernels/cpu/kernels.hpp has the convention.
+  virtual void rope_forward(const Tensor& out, const Tensor& qkv, const Tensor& inv_freq, int n_head,
+                            int n_kv_head) const = 0;
+  virtual void rope_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& inv_freq, int n_head,
+                             int n_kv_head) const = 0;
   virtual void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) const = 0;
   virtual void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) const = 0;
   // The fused cross-entropy over logits given as column ranges (B,T,Vp/K) each; targets (B,T) i32

@@ -98,6 +98,21 @@ Tensor layernorm(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor
   return out;
 }
 
+Tensor rmsnorm(Tape& tape, const Tensor& x, const Tensor& weight, float eps) {
+  Tape::Timer timer(tape, "rmsnorm");
+  const Backend& be = backend_of("rmsnorm", {&x, &weight});
+  require(weight.numel() == x.dim(-1), "rmsnorm", "weight must have C elements");
+  require(eps > 0.0f, "rmsnorm", "eps must be positive");
+  const bool track = tracks(tape, {&x, &weight});
+  Tensor out = output(track, x, x.shape());
+  Tensor rstd = statistic(x, {rows_of(x)});
+  be.rmsnorm_forward(out, rstd, x, weight, eps);
+  if (track) tape.record("rmsnorm", {out}, [&be, out, x, weight, rstd] {
+    be.rmsnorm_backward(grad_of(x), grad_of(weight), out.grad(), x, weight, rstd);
+  });
+  return out;
+}
+
 Tensor linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tape::Timer timer(tape, "matmul");
   const Backend& be = backend_of("linear", {&x, &weight, &bias});
@@ -139,6 +154,40 @@ Tensor gelu(Tape& tape, const Tensor& x) {
   Tensor out = output(track, x, x.shape());
   be.gelu_forward(out, x);
   if (track) tape.record("gelu", {out}, [&be, out, x] { be.gelu_backward(grad_of(x), x, out.grad()); });
+  return out;
+}
+
+Tensor swiglu(Tape& tape, const Tensor& x) {
+  Tape::Timer timer(tape, "swiglu");
+  const Backend& be = backend_of("swiglu", {&x});
+  require(x.dim(-1) % 2 == 0, "swiglu", "the last dimension holds [gate | up] and must be even, not " +
+                                            std::to_string(x.dim(-1)));
+  Shape s = x.shape();
+  s.back() /= 2;
+  const bool track = tracks(tape, {&x});
+  Tensor out = output(track, x, s);
+  be.swiglu_forward(out, x);
+  if (track) tape.record("swiglu", {out}, [&be, out, x] { be.swiglu_backward(grad_of(x), x, out.grad()); });
+  return out;
+}
+
+Tensor rope(Tape& tape, const Tensor& qkv, const Tensor& inv_freq, int n_head, int n_kv_head) {
+  Tape::Timer timer(tape, "rope");
+  const Backend& be = backend_of("rope", {&qkv});
+  require(n_head > 0 && n_kv_head > 0, "rope", "needs at least one query and one key/value head");
+  const int64_t heads = n_head + 2 * int64_t{n_kv_head};
+  require(qkv.ndim() == 3 && qkv.dim(2) % heads == 0 && (qkv.dim(2) / heads) % 2 == 0, "rope",
+          "qkv " + shape_str(qkv.shape()) + " is not (B,T,(" + std::to_string(n_head) + "+2*" +
+              std::to_string(n_kv_head) + ")*head_dim) with an even head_dim");
+  require(inv_freq.device() == qkv.device() && inv_freq.dtype() == DType::f32 &&
+              inv_freq.numel() == qkv.dim(2) / heads / 2,
+          "rope", "inv_freq must be head_dim/2 f32 values on the device of qkv");
+  const bool track = tracks(tape, {&qkv});
+  Tensor out = output(track, qkv, qkv.shape());
+  be.rope_forward(out, qkv, inv_freq, n_head, n_kv_head);
+  if (track) tape.record("rope", {out}, [&be, out, inv_freq, n_head, n_kv_head, qkv] {
+    be.rope_backward(grad_of(qkv), out.grad(), inv_freq, n_head, n_kv_head);
+  });
   return out;
 }
 

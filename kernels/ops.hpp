@@ -15,11 +15,18 @@ namespace zt::ops {
 Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0 = 0);
 // x (...,C), weight (C), bias (C) -> same shape as x
 Tensor layernorm(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias);
+// x (...,C), weight (C) -> same shape as x: RMSNorm with the model's eps
+Tensor rmsnorm(Tape& tape, const Tensor& x, const Tensor& weight, float eps);
 // x (...,C), weight (OC,C), bias (OC) or undefined -> (...,OC)
 Tensor linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias);
 // qkv (B,T,3C) -> (B,T,C), causal
 Tensor attention(Tape& tape, const Tensor& qkv, int n_head);
 Tensor gelu(Tape& tape, const Tensor& x);
+// x (...,2F) holding [gate | up] -> (...,F) = silu(gate) * up
+Tensor swiglu(Tape& tape, const Tensor& x);
+// qkv (B,T,(n_head+2*n_kv_head)*hs) -> the same with its q and k heads rotated by position
+// (Hugging Face's rotate-half RoPE); inv_freq (hs/2) f32 on qkv's device.
+Tensor rope(Tape& tape, const Tensor& qkv, const Tensor& inv_freq, int n_head, int n_kv_head);
 Tensor add(Tape& tape, const Tensor& a, const Tensor& b);
 // logits (B,T,Vp), targets (B,T) i32 -> scalar mean loss over targets != ignore_index, classes
 // [0,V). The backward writes d(logits) over the logits' own storage. [Note: fused cross-entropy]

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tests/backend_ops.hpp"
 #include "tests/reference.hpp"
@@ -121,6 +122,31 @@ OpRow layernorm() {
           }};
 }
 
+OpRow rmsnorm() {
+  constexpr float kEps = 1e-6f;
+  auto dims = [](int B, int T, int C) { return Dims{{"B", B}, {"T", T}, {"C", C}}; };
+  return {"rmsnorm",
+          {dims(1, 1, 1), dims(2, 3, 5), dims(1, 13, 37), dims(3, 5, 24), dims(2, 7, 200)},
+          [=](const Dims& d, const Types& ty, std::mt19937& gen) {
+            const int B = d["B"], T = d["T"], C = d["C"], N = B * T;
+            DVec x = normal(gen, size_t(N) * C, 2.0);
+            for (int c = 0; c < C; ++c) x[size_t(c)] *= 0.0005;  // row 0: mean square ~ eps, so that eps matters
+            Problem p;
+            p.in = {input("x", {B, T, C}, ty.dt, x, true), input("weight", {C}, ty.dt, normal(gen, size_t(C)), true)};
+            p.out = {output("out", {B, T, C}, ty.dt, gen), output("rstd", {N}, DType::f32, gen, false)};
+            p.reference = [=](const Ins& in) {
+              Outs o{DVec(size_t(N) * C), DVec(size_t(N))};
+              ref::rmsnorm_forward(o[0].data(), o[1].data(), in[0].data(), in[1].data(), N, C, kEps);
+              return o;
+            };
+            p.forward = [=](const Backend& be, Call& c) { be.rmsnorm_forward(c.out[0], c.out[1], c.in[0], c.in[1], kEps); };
+            p.backward = [](const Backend& be, Call& c) {
+              be.rmsnorm_backward(c.grad[0], c.grad[1], c.dout[0], c.in[0], c.in[1], c.out[1]);
+            };
+            return p;
+          }};
+}
+
 OpRow matmul() {
   auto dims = [](int B, int T, int C, int OC, int bias) {
     return Dims{{"B", B}, {"T", T}, {"C", C}, {"OC", OC}, {"bias", bias}};
@@ -202,6 +228,52 @@ OpRow gelu() {
             };
             p.forward = [](const Backend& be, Call& c) { be.gelu_forward(c.out[0], c.in[0]); };
             p.backward = [](const Backend& be, Call& c) { be.gelu_backward(c.grad[0], c.in[0], c.dout[0]); };
+            return p;
+          }};
+}
+
+OpRow swiglu() {
+  auto dims = [](int B, int T, int F) { return Dims{{"B", B}, {"T", T}, {"F", F}}; };
+  return {"swiglu",
+          {dims(1, 1, 1), dims(2, 3, 7), dims(1, 5, 64), dims(3, 7, 37)},
+          [](const Dims& d, const Types& ty, std::mt19937& gen) {
+            const int B = d["B"], T = d["T"], F = d["F"], N = B * T;
+            Problem p;
+            p.in = {input("x", {B, T, 2 * F}, ty.dt, normal(gen, size_t(N) * 2 * F, 2.0), true)};
+            p.out = {output("out", {B, T, F}, ty.dt, gen)};
+            p.reference = [=](const Ins& in) {
+              DVec out(size_t(N) * F);
+              ref::swiglu_forward(out.data(), in[0].data(), N, F);
+              return Outs{out};
+            };
+            p.forward = [](const Backend& be, Call& c) { be.swiglu_forward(c.out[0], c.in[0]); };
+            p.backward = [](const Backend& be, Call& c) { be.swiglu_backward(c.grad[0], c.in[0], c.dout[0]); };
+            return p;
+          }};
+}
+
+OpRow rope() {
+  auto dims = [](int B, int T, int NH, int NKV, int hs) {
+    return Dims{{"B", B}, {"T", T}, {"NH", NH}, {"NKV", NKV}, {"hs", hs}};
+  };
+  return {"rope",
+          {dims(1, 1, 1, 1, 2), dims(2, 5, 2, 2, 4), dims(1, 7, 6, 2, 8), dims(2, 3, 3, 1, 6), dims(1, 131, 4, 2, 16)},
+          [](const Dims& d, const Types& ty, std::mt19937& gen) {
+            const int B = d["B"], T = d["T"], NH = d["NH"], NKV = d["NKV"], hs = d["hs"];
+            const size_t n = size_t(B) * T * (NH + 2 * NKV) * hs;
+            std::vector<float> inv_freq(size_t(hs / 2));
+            for (int i = 0; i < hs / 2; ++i) inv_freq[size_t(i)] = 1.0f / std::pow(10000.0f, 2.0f * float(i) / float(hs));
+            Problem p;
+            p.in = {input("qkv", {B, T, (NH + 2 * NKV) * hs}, ty.dt, normal(gen, n), true),
+                    input("inv_freq", {hs / 2}, DType::f32, DVec(inv_freq.begin(), inv_freq.end()))};
+            p.out = {output("out", {B, T, (NH + 2 * NKV) * hs}, ty.dt, gen)};
+            p.reference = [=](const Ins& in) {
+              DVec out(n);
+              ref::rope_forward(out.data(), in[0].data(), inv_freq.data(), B, T, NH, NKV, hs);
+              return Outs{out};
+            };
+            p.forward = [=](const Backend& be, Call& c) { be.rope_forward(c.out[0], c.in[0], c.in[1], NH, NKV); };
+            p.backward = [=](const Backend& be, Call& c) { be.rope_backward(c.grad[0], c.dout[0], c.in[1], NH, NKV); };
             return p;
           }};
 }
@@ -294,7 +366,8 @@ std::vector<OpRow> flat_buffer_rows();
 
 const std::vector<OpRow>& op_rows() {
   static const std::vector<OpRow> rows = [] {
-    std::vector<OpRow> r{encoder(), layernorm(), matmul(), attention(), gelu(), residual(), crossentropy()};
+    std::vector<OpRow> r{encoder(), layernorm(), rmsnorm(), matmul(), attention(), gelu(), swiglu(), rope(), residual(),
+                         crossentropy()};
     for (OpRow& f : flat_buffer_rows()) r.push_back(std::move(f));
     return r;
   }();

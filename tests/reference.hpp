@@ -45,6 +45,50 @@ void layernorm_forward(S* out, S* mean, S* rstd, const S* inp, const S* weight, 
   }
 }
 
+// RMSNorm per row: out = x / sqrt(mean(x^2) + eps) * weight; rstd may be null.
+template <class S>
+void rmsnorm_forward(S* out, S* rstd, const S* inp, const S* weight, int N, int C, double eps) {
+  for (int i = 0; i < N; ++i) {
+    const S* x = inp + static_cast<size_t>(i) * C;
+    S ms = 0;
+    for (int c = 0; c < C; ++c) ms += x[c] * x[c];
+    const S s = 1 / std::sqrt(ms / C + S(eps));
+    for (int c = 0; c < C; ++c) out[static_cast<size_t>(i) * C + c] = x[c] * s * weight[c];
+    if (rstd) rstd[i] = s;
+  }
+}
+
+// Rows of inp (N,2F) are [gate | up]: out (N,F) = gate * sigmoid(gate) * up.
+template <class S>
+void swiglu_forward(S* out, const S* inp, int N, int F) {
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < F; ++j) {
+      const S g = inp[static_cast<size_t>(i) * 2 * F + j], u = inp[static_cast<size_t>(i) * 2 * F + F + j];
+      out[static_cast<size_t>(i) * F + j] = g / (1 + std::exp(-g)) * u;
+    }
+}
+
+// Rotary embedding, transformers' apply_rotary_pos_emb: q and k heads of qkv (B,T,(NH+2NKV)*hs) as
+// q*cos + rotate_half(q)*sin with cos/sin of t * inv_freq (taken in f32, as transformers takes
+// them, then widened), v copied.
+template <class S>
+void rope_forward(S* out, const S* inp, const float* inv_freq, int B, int T, int NH, int NKV, int hs) {
+  const int h = hs / 2, width = (NH + 2 * NKV) * hs;
+  for (int bt = 0; bt < B * T; ++bt) {
+    const S* x = inp + static_cast<size_t>(bt) * width;
+    S* y = out + static_cast<size_t>(bt) * width;
+    for (int c = 0; c < width; ++c) y[c] = x[c];
+    for (int head = 0; head < NH + NKV; ++head)
+      for (int i = 0; i < h; ++i) {
+        const float angle = static_cast<float>(bt % T) * inv_freq[i];
+        const S c = std::cos(S(angle)), sn = std::sin(S(angle));
+        const S x1 = x[head * hs + i], x2 = x[head * hs + h + i];
+        y[head * hs + i] = x1 * c - x2 * sn;
+        y[head * hs + h + i] = x2 * c + x1 * sn;
+      }
+  }
+}
+
 // out[n,o] = sum_c inp[n,c] * weight[o,c] + bias[o]; bias may be null.
 template <class S>
 void matmul_forward(S* out, const S* inp, const S* weight, const S* bias, int N, int C, int OC) {

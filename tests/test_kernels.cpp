@@ -14,6 +14,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -312,6 +313,94 @@ TEST_CASE("attention") {
     cpu::attention_backward(grad.data(), W.data(), qkv.data(), att.data(), d.B, d.T, d.C, d.NH);
     check_grad("qkv", dqkv, loss, grad, g0, d.samples);
   }
+}
+
+TEST_CASE("rmsnorm") {
+  struct Dims { int N, C; };
+  constexpr float kEps = 1e-6f;
+  for (Dims d : {Dims{13, 12}, Dims{5, 37}, Dims{3, 200}}) {
+    CAPTURE(d.N); CAPTURE(d.C);
+    const size_t n = static_cast<size_t>(d.N) * d.C;
+    std::mt19937 gen(3);
+    Vec inp = normal(gen, n, 2.0f);
+    for (int c = 0; c < d.C; ++c) inp[c] *= 0.0005f;  // row 0: mean square ~ eps, so that eps matters
+    const Vec w = normal(gen, d.C), W = normal(gen, n), g0_inp = normal(gen, n), g0_w = normal(gen, d.C);
+    DVec dinp = dbl(inp), dw = dbl(w), dW = dbl(W), ref_out(n), ref_rstd(d.N);
+    auto loss = [&] {
+      ref::rmsnorm_forward(ref_out.data(), ref_rstd.data(), dinp.data(), dw.data(), d.N, d.C, kEps);
+      return dot(ref_out, dW);
+    };
+
+    Vec out = poison(n), rstd = poison(d.N);
+    cpu::rmsnorm_forward(out.data(), rstd.data(), inp.data(), w.data(), d.N, d.C, kEps);
+    loss();
+    check_close("rmsnorm out", out, ref_out);
+    check_close("rmsnorm rstd", rstd, ref_rstd);
+
+    Vec ginp = g0_inp, gw = g0_w;
+    cpu::rmsnorm_backward(ginp.data(), gw.data(), W.data(), inp.data(), w.data(), rstd.data(), d.N, d.C);
+    check_grad("inp", dinp, loss, ginp, g0_inp);
+    check_grad("weight", dw, loss, gw, g0_w);
+
+    {  // a null gradient is skipped, the other unchanged
+      Vec gw2 = g0_w, ginp2 = g0_inp;
+      cpu::rmsnorm_backward(nullptr, gw2.data(), W.data(), inp.data(), w.data(), rstd.data(), d.N, d.C);
+      cpu::rmsnorm_backward(ginp2.data(), nullptr, W.data(), inp.data(), w.data(), rstd.data(), d.N, d.C);
+      check_close("weight without dinp", gw2, dbl(gw), kSameTol);
+      check_close("inp without dweight", ginp2, dbl(ginp), kSameTol);
+    }
+  }
+}
+
+TEST_CASE("swiglu") {
+  for (int F : {1, 7, 100}) {
+    const int N = 9;
+    CAPTURE(F);
+    const size_t n = static_cast<size_t>(N) * F;
+    std::mt19937 gen(4);
+    const Vec inp = normal(gen, 2 * n, 3.0f), W = normal(gen, n), g0 = normal(gen, 2 * n);
+    DVec dinp = dbl(inp), dW = dbl(W), ref_out(n);
+    auto loss = [&] {
+      ref::swiglu_forward(ref_out.data(), dinp.data(), N, F);
+      return dot(ref_out, dW);
+    };
+    Vec out = poison(n);
+    cpu::swiglu_forward(out.data(), inp.data(), N, F);
+    loss();
+    check_close("swiglu out", out, ref_out);
+    Vec grad = g0;
+    cpu::swiglu_backward(grad.data(), inp.data(), W.data(), N, F);
+    check_grad("gate and up", dinp, loss, grad, g0);
+    cpu::swiglu_backward(nullptr, inp.data(), W.data(), N, F);  // skipped
+  }
+}
+
+TEST_CASE("rope") {
+  struct Dims { int B, T, NH, NKV, hs; };
+  // GPT-2-like (NKV = NH), grouped-query (NKV < NH), and a long sequence whose angles reach
+  // hundreds of radians.
+  for (Dims d : {Dims{2, 5, 2, 2, 4}, Dims{1, 7, 6, 2, 8}, Dims{1, 300, 2, 1, 6}}) {
+    CAPTURE(d.B); CAPTURE(d.T); CAPTURE(d.NH); CAPTURE(d.NKV); CAPTURE(d.hs);
+    std::vector<float> inv_freq(static_cast<size_t>(d.hs / 2));
+    for (int i = 0; i < d.hs / 2; ++i) inv_freq[i] = 1.0f / std::pow(10000.0f, 2.0f * i / d.hs);
+    const size_t n = static_cast<size_t>(d.B) * d.T * (d.NH + 2 * d.NKV) * d.hs;
+    std::mt19937 gen(6);
+    const Vec inp = normal(gen, n), W = normal(gen, n), g0 = normal(gen, n);
+    DVec dinp = dbl(inp), dW = dbl(W), ref_out(n);
+    auto loss = [&] {
+      ref::rope_forward(ref_out.data(), dinp.data(), inv_freq.data(), d.B, d.T, d.NH, d.NKV, d.hs);
+      return dot(ref_out, dW);
+    };
+    Vec out = poison(n);
+    cpu::rope_forward(out.data(), inp.data(), inv_freq.data(), d.B, d.T, d.NH, d.NKV, d.hs);
+    loss();
+    check_close("rope out", out, ref_out);
+    Vec grad = g0;
+    cpu::rope_backward(grad.data(), W.data(), inv_freq.data(), d.B, d.T, d.NH, d.NKV, d.hs);
+    check_grad("qkv", dinp, loss, grad, g0, 400);
+  }
+  CHECK_THROWS_WITH_AS(cpu::rope_forward(nullptr, nullptr, nullptr, 1, 1, 1, 1, 5),
+                       doctest::Contains("head size must be even"), std::invalid_argument);
 }
 
 TEST_CASE("residual") {

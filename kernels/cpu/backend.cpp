@@ -45,6 +45,14 @@ class CpuBackend final : public Backend {
     cpu::layernorm_backward(f32(dx), f32(dweight), f32(dbias), f32(dout), f32(x), f32(weight), f32(mean), f32(rstd),
                             rows_of(x), dim_of(x, -1));
   }
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                       float eps) const override {
+    cpu::rmsnorm_forward(f32(out), f32(rstd), f32(x), f32(weight), rows_of(x), dim_of(x, -1), eps);
+  }
+  void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout, const Tensor& x,
+                        const Tensor& weight, const Tensor& rstd) const override {
+    cpu::rmsnorm_backward(f32(dx), f32(dweight), f32(dout), f32(x), f32(weight), f32(rstd), rows_of(x), dim_of(x, -1));
+  }
   void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
     cpu::matmul_forward(f32(out), f32(x), f32(weight), f32(bias), rows_of(x), dim_of(x, -1), dim_of(weight, 0));
   }
@@ -68,6 +76,22 @@ class CpuBackend final : public Backend {
   }
   void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
     cpu::gelu_backward(f32(dx), f32(x), f32(dout), count_of(x));
+  }
+  void swiglu_forward(const Tensor& out, const Tensor& x) const override {
+    cpu::swiglu_forward(f32(out), f32(x), rows_of(x), dim_of(x, -1) / 2);
+  }
+  void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
+    cpu::swiglu_backward(f32(dx), f32(x), f32(dout), rows_of(x), dim_of(x, -1) / 2);
+  }
+  void rope_forward(const Tensor& out, const Tensor& qkv, const Tensor& inv_freq, int n_head,
+                    int n_kv_head) const override {
+    cpu::rope_forward(f32(out), f32(qkv), f32(inv_freq), dim_of(qkv, 0), dim_of(qkv, 1), n_head, n_kv_head,
+                      dim_of(qkv, -1) / (n_head + 2 * n_kv_head));
+  }
+  void rope_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& inv_freq, int n_head,
+                     int n_kv_head) const override {
+    cpu::rope_backward(f32(dqkv), f32(dout), f32(inv_freq), dim_of(dout, 0), dim_of(dout, 1), n_head, n_kv_head,
+                       dim_of(dout, -1) / (n_head + 2 * n_kv_head));
   }
   void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) const override {
     cpu::residual_forward(f32(out), f32(a), f32(b), count_of(a));

@@ -31,6 +31,25 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C);
 
+// RMSNorm (Llama's) per row of inp (N,C): out = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps),
+// saved (N) for backward. Statistics in f32, as transformers' LlamaRMSNorm computes them.
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int N, int C);
+
+// SwiGLU: each row of inp (N,2F) holds [gate | up] (the gate and up projections as one GEMM), and
+// out (N,F) = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
+void swiglu_forward(float* out, const float* inp, int N, int F);
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F);
+
+// Rotary position embedding, Hugging Face's rotate-half convention, on the q and k heads of
+// qkv (B,T,(NH+2*NKV)*hs): NH query heads, then NKV key heads, then NKV value heads, hs wide each.
+// At position t, for i < hs/2, angle = t * inv_freq[i] (f32 product, as transformers computes
+// it) and (x[i], x[i+hs/2]) -> (x[i] cos - x[i+hs/2] sin, x[i+hs/2] cos + x[i] sin); the value
+// heads pass through. The backward applies the inverse rotation (and passes dv through).
+void rope_forward(float* out, const float* inp, const float* inv_freq, int B, int T, int NH, int NKV, int hs);
+void rope_backward(float* dinp, const float* dout, const float* inv_freq, int B, int T, int NH, int NKV, int hs);
+
 // out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias (OC); bias may be null.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

@@ -93,6 +93,23 @@ class CudaBackend final : public Backend {
                                   stats(mean), stats(rstd), N, C, ptr<float>(scratch), stream());
     });
   }
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                       float eps) const override {
+    by_dtype("rmsnorm_forward", x.dtype(), {&out, &weight}, [&]<class T>(T) {
+      cuda::rmsnorm_forward<T>(ptr<T>(out), stats(rstd), ptr<T>(x), ptr<T>(weight), rows_of(x), dim_of(x, -1), eps,
+                               stream());
+    });
+  }
+  void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout, const Tensor& x,
+                        const Tensor& weight, const Tensor& rstd) const override {
+    const int N = rows_of(x), C = dim_of(x, -1);
+    const Tensor scratch =
+        dweight.defined() ? scratch_bytes(x, cuda::rmsnorm_backward_scratch_floats(N, C) * sizeof(float)) : Tensor();
+    by_dtype("rmsnorm_backward", x.dtype(), {&dx, &dweight, &dout, &weight}, [&]<class T>(T) {
+      cuda::rmsnorm_backward<T>(ptr<T>(dx), ptr<T>(dweight), ptr<T>(dout), ptr<T>(x), ptr<T>(weight), stats(rstd), N, C,
+                                ptr<float>(scratch), stream());
+    });
+  }
   void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
     by_dtype("matmul_forward", x.dtype(), {&out, &weight, &bias}, [&]<class T>(T) {
       cuda::matmul_forward<T>(ptr<T>(out), ptr<T>(x), ptr<T>(weight), ptr<T>(bias), rows_of(x), dim_of(x, -1),
@@ -131,6 +148,32 @@ class CudaBackend final : public Backend {
     if (!dx.defined()) return;
     by_dtype("gelu_backward", x.dtype(), {&dx, &dout},
              [&]<class T>(T) { cuda::gelu_backward<T>(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), count_of(x), stream()); });
+  }
+  void swiglu_forward(const Tensor& out, const Tensor& x) const override {
+    by_dtype("swiglu_forward", x.dtype(), {&out}, [&]<class T>(T) {
+      cuda::swiglu_forward<T>(ptr<T>(out), ptr<T>(x), rows_of(x), dim_of(x, -1) / 2, stream());
+    });
+  }
+  void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
+    if (!dx.defined()) return;
+    by_dtype("swiglu_backward", x.dtype(), {&dx, &dout}, [&]<class T>(T) {
+      cuda::swiglu_backward<T>(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), rows_of(x), dim_of(x, -1) / 2, stream());
+    });
+  }
+  void rope_forward(const Tensor& out, const Tensor& qkv, const Tensor& inv_freq, int n_head,
+                    int n_kv_head) const override {
+    by_dtype("rope_forward", qkv.dtype(), {&out}, [&]<class T>(T) {
+      cuda::rope_forward<T>(ptr<T>(out), ptr<T>(qkv), stats(inv_freq), dim_of(qkv, 0), dim_of(qkv, 1), n_head,
+                            n_kv_head, dim_of(qkv, -1) / (n_head + 2 * n_kv_head), stream());
+    });
+  }
+  void rope_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& inv_freq, int n_head,
+                     int n_kv_head) const override {
+    if (!dqkv.defined()) return;
+    by_dtype("rope_backward", dout.dtype(), {&dqkv}, [&]<class T>(T) {
+      cuda::rope_backward<T>(ptr<T>(dqkv), ptr<T>(dout), stats(inv_freq), dim_of(dout, 0), dim_of(dout, 1), n_head,
+                             n_kv_head, dim_of(dout, -1) / (n_head + 2 * n_kv_head), stream());
+    });
   }
   void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) const override {
     by_dtype("residual_forward", a.dtype(), {&out, &b},

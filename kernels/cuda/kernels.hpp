@@ -67,6 +67,38 @@ template <class T>
 void fused_residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, const T* a, const T* b,
                                       const T* weight, const T* bias, int N, int C, cudaStream_t s);
 
+// ---- the Llama family's RMSNorm, SwiGLU and rotary embedding (kernels/cpu/kernels.hpp has the
+// math and layouts) ----
+// RMSNorm over rows of (N,C): out = x * rstd * weight, rstd (N) f32 = 1 / sqrt(mean(x^2) + eps).
+template <class T>
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps, cudaStream_t s);
+// dweight sums over the N rows in per-block partials added in a fixed order, as layernorm's (the
+// result repeats bit for bit): `scratch` holds rmsnorm_backward_scratch_floats(N, C) floats of
+// device memory, unused (may be null) when dweight is null; std::invalid_argument if dweight is
+// wanted without it. 16-byte packs where C and the pointers allow, as layernorm's.
+size_t rmsnorm_backward_scratch_floats(int N, int C);
+template <class T>
+void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int N,
+                      int C, float* scratch, cudaStream_t s);
+// SwiGLU: inp (N,2F) rows [gate | up], out (N,F) = silu(gate) * up; dinp (N,2F) += both halves'
+// gradients.
+template <class T>
+void swiglu_forward(T* out, const T* inp, int N, int F, cudaStream_t s);
+template <class T>
+void swiglu_backward(T* dinp, const T* inp, const T* dout, int N, int F, cudaStream_t s);
+// Rotary embedding (rotate-half) of qkv (B,T,(NH+2*NKV)*hs)'s NH query and NKV key heads at each
+// position t, angle = t * inv_freq[i] (inv_freq (hs/2) f32, device memory); the NKV value heads
+// pass through. The angles are the CPU's f32 products and their sines and cosines the accurate
+// sincosf (angles reach thousands of radians). std::invalid_argument if hs is odd or over 12288
+// (a position's cosines and sines sit in 48 KiB of shared memory). The forward may run in place
+// (out == inp).
+template <class T>
+void rope_forward(T* out, const T* inp, const float* inv_freq, int B, int T_, int NH, int NKV, int hs, cudaStream_t s);
+// dinp += the inverse rotation of dout (dv passed through).
+template <class T>
+void rope_backward(T* dinp, const T* dout, const float* inv_freq, int B, int T_, int NH, int NKV, int hs,
+                   cudaStream_t s);
+
 // ---- matmul (the linear layer) through cuBLASLt, f32 compute (no TF32) ----
 // out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias (OC; may be null). With pre_gelu (N,OC) the GELU
 // is fused (cuBLASLt's GELU_AUX epilogues): pre_gelu receives the pre-activation and out its

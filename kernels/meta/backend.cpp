@@ -32,6 +32,13 @@ class MetaBackend final : public Backend {
   }
   void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                           int) const override {}
+  void rmsnorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) const override {}
+  void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&) const override {}
+  void swiglu_forward(const Tensor&, const Tensor&) const override {}
+  void swiglu_backward(const Tensor&, const Tensor&, const Tensor&) const override {}
+  void rope_forward(const Tensor&, const Tensor&, const Tensor&, int, int) const override {}
+  void rope_backward(const Tensor&, const Tensor&, const Tensor&, int, int) const override {}
   void gelu_forward(const Tensor&, const Tensor&) const override {}
   void gelu_backward(const Tensor&, const Tensor&, const Tensor&) const override {}
   void residual_forward(const Tensor&, const Tensor&, const Tensor&) const override {}

@@ -56,11 +56,13 @@ class Backend : public RangeMarker {
   virtual void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const = 0;
   virtual void matmul_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                const Tensor& x, const Tensor& weight) const = 0;
-  // Returns what the backward needs besides qkv and out: the CPU keeps the (B,NH,T,T)
-  // probabilities, the CUDA kernels each row's (B,NH,T) logsumexp.
-  virtual Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head) const = 0;
+  // Causal attention over qkv (B,T,(n_head+2*n_kv_head)*hs), grouped-query when n_kv_head <
+  // n_head (kernels/cpu/kernels.hpp has the layout) -> out (B,T,n_head*hs). Returns what the
+  // backward needs besides qkv and out: the CPU keeps the (B,NH,T,T) probabilities, the CUDA
+  // kernels each row's (B,NH,T) logsumexp. CUDA takes n_kv_head == n_head only, so far.
+  virtual Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head) const = 0;
   virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                  const Tensor& saved, int n_head) const = 0;
+                                  const Tensor& saved, int n_head, int n_kv_head) const = 0;
   virtual void gelu_forward(const Tensor& out, const Tensor& x) const = 0;
   virtual void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const = 0;
   // x (...,2F) holds [gate | up] -> out (...,F) = silu(gate) * up.

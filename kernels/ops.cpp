@@ -131,18 +131,22 @@ Tensor linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& b
   return out;
 }
 
-Tensor attention(Tape& tape, const Tensor& qkv, int n_head) {
+Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head) {
   Tape::Timer timer(tape, "attention");
   const Backend& be = backend_of("attention", {&qkv});
-  require(qkv.ndim() == 3 && qkv.dim(2) % 3 == 0, "attention", "qkv must be (B,T,3C)");
-  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
-  require(n_head > 0 && C % n_head == 0, "attention", "C must divide by the number of heads");
+  require(n_head > 0 && n_kv_head > 0 && n_head % n_kv_head == 0, "attention",
+          std::to_string(n_head) + " query heads do not group over " + std::to_string(n_kv_head) + " key/value heads");
+  const int64_t heads = n_head + 2 * int64_t{n_kv_head};
+  require(qkv.ndim() == 3 && qkv.dim(2) % heads == 0, "attention",
+          "qkv " + shape_str(qkv.shape()) + " is not (B,T,(" + std::to_string(n_head) + "+2*" + std::to_string(n_kv_head) +
+              ")*head_dim)");
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), hs = qkv.dim(2) / heads;
   const bool track = tracks(tape, {&qkv});
-  Tensor out = output(track, qkv, {B, T, C});
-  Tensor saved = be.attention_forward(out, qkv, n_head);
+  Tensor out = output(track, qkv, {B, T, n_head * hs});
+  Tensor saved = be.attention_forward(out, qkv, n_head, n_kv_head);
   if (track)
-    tape.record("attention", {out}, [&be, out, qkv, saved, n_head] {
-      be.attention_backward(grad_of(qkv), out.grad(), qkv, out, saved, n_head);
+    tape.record("attention", {out}, [&be, out, qkv, saved, n_head, n_kv_head] {
+      be.attention_backward(grad_of(qkv), out.grad(), qkv, out, saved, n_head, n_kv_head);
     });
   return out;
 }

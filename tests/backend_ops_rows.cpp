@@ -184,31 +184,37 @@ OpRow matmul() {
 }
 
 OpRow attention() {
-  auto dims = [](int B, int T, int C, int NH) { return Dims{{"B", B}, {"T", T}, {"C", C}, {"NH", NH}}; };
+  // NKV = NH: GPT-2's multi-head attention, (B,T,3C); NKV < NH: grouped-query heads.
+  auto dims = [](int B, int T, int C, int NH, int NKV) {
+    return Dims{{"B", B}, {"T", T}, {"C", C}, {"NH", NH}, {"NKV", NKV}};
+  };
   return {"attention",
-          {dims(1, 1, 3, 1), dims(2, 7, 12, 3), dims(1, 13, 30, 5), dims(1, 1, 8, 1), dims(2, 7, 48, 3),
-           dims(3, 5, 40, 5), dims(1, 17, 128, 2), dims(1, 9, 128, 1), dims(2, 131, 32, 2)},
+          {dims(1, 1, 3, 1, 1), dims(2, 7, 12, 3, 3), dims(1, 13, 30, 5, 5), dims(1, 1, 8, 1, 1), dims(2, 7, 48, 3, 3),
+           dims(3, 5, 40, 5, 5), dims(1, 17, 128, 2, 2), dims(1, 9, 128, 1, 1), dims(2, 131, 32, 2, 2),
+           dims(2, 7, 48, 6, 2), dims(1, 70, 64, 4, 1)},
           [](const Dims& d, const Types& ty, std::mt19937& gen) {
-            const int B = d["B"], T = d["T"], C = d["C"], NH = d["NH"];
+            const int B = d["B"], T = d["T"], C = d["C"], NH = d["NH"], NKV = d["NKV"], hs = C / NH;
+            const int width = (NH + 2 * NKV) * hs;
             Problem p;
-            p.in = {input("qkv", {B, T, 3 * C}, ty.dt, normal(gen, size_t(B) * T * 3 * C), true)};
+            p.in = {input("qkv", {B, T, width}, ty.dt, normal(gen, size_t(B) * T * width), true)};
             p.out = {output("out", {B, T, C}, ty.dt, gen)};
             p.reference = [=](const Ins& in) {
               DVec out(size_t(B) * T * C);
-              ref::attention_forward<double>(out.data(), nullptr, in[0].data(), B, T, C, NH);
+              ref::attention_forward<double>(out.data(), nullptr, in[0].data(), B, T, NH, NKV, hs);
               return Outs{out};
             };
-            p.forward = [=](const Backend& be, Call& c) { c.saved = be.attention_forward(c.out[0], c.in[0], NH); };
+            p.forward = [=](const Backend& be, Call& c) { c.saved = be.attention_forward(c.out[0], c.in[0], NH, NKV); };
             p.backward = [=](const Backend& be, Call& c) {
-              be.attention_backward(c.grad[0], c.dout[0], c.in[0], c.out[0], c.saved, NH);
+              be.attention_backward(c.grad[0], c.dout[0], c.in[0], c.out[0], c.saved, NH, NKV);
             };
             return p;
           },
           {},
-          // kernels/cuda/kernels.hpp: head sizes are multiples of 8 up to 128.
+          // kernels/cuda/kernels.hpp: head sizes are multiples of 8 up to 128, and no grouped-query
+          // heads yet (kernels/cuda/backend.cpp refuses them).
           [](const Backend& be, const Dims& d, const Types&) {
             const int hs = d["C"] / d["NH"];
-            return !on_cuda(be) || (hs % 8 == 0 && hs <= 128);
+            return !on_cuda(be) || (hs % 8 == 0 && hs <= 128 && d["NKV"] == d["NH"]);
           }};
 }
 

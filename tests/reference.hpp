@@ -100,15 +100,20 @@ void matmul_forward(S* out, const S* inp, const S* weight, const S* bias, int N,
     }
 }
 
-// Causal attention. Position (b,t) of qkv holds q | k | v, each C wide; head h is columns
-// [h*hs, (h+1)*hs) of each. att[b,h,t,s] = softmax_s<=t(q_t . k_s / sqrt(hs)), 0 for s > t;
-// out[b,t,h*hs+i] = sum_s att[b,h,t,s] v_s[i].
+// Causal attention with grouped-query heads. Position (b,t) of qkv holds NH query heads, then NKV
+// key heads, then NKV value heads, hs wide each; query head h uses kv head h / (NH/NKV).
+// att[b,h,t,s] = softmax_s<=t(q_t . k_s / sqrt(hs)), 0 for s > t; out[b,t,h*hs+i] = sum_s
+// att[b,h,t,s] v_s[i].
 template <class S>
-void attention_forward(S* out, S* att, const S* qkv, int B, int T, int C, int NH) {
-  const int hs = C / NH;
+void attention_forward(S* out, S* att, const S* qkv, int B, int T, int NH, int NKV, int hs) {
+  const int C = NH * hs, width = (NH + 2 * NKV) * hs, group = NH / NKV;
   const S scale = 1 / std::sqrt(S(hs));
   std::vector<S> p(static_cast<size_t>(T));
-  auto at = [&](int b, int t, int part, int h) { return qkv + (static_cast<size_t>(b) * T + t) * 3 * C + part * C + h * hs; };
+  // part 0: query head h; 1 and 2: the key and value heads of h's group.
+  auto at = [&](int b, int t, int part, int h) {
+    const int head = part == 0 ? h : NH + (part - 1) * NKV + h / group;
+    return qkv + (static_cast<size_t>(b) * T + t) * width + static_cast<size_t>(head) * hs;
+  };
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < T; ++t) {

@@ -279,21 +279,25 @@ TEST_CASE("matmul") {
 }
 
 TEST_CASE("attention") {
-  struct Dims { int B, T, C, NH; size_t samples; };
-  // T = 150 spans three of the CPU kernel's 64-row blocks, the last one ragged.
-  for (Dims d : {Dims{2, 7, 12, 3, 0}, Dims{1, 13, 30, 5, 0}, Dims{2, 37, 48, 4, 200}, Dims{1, 150, 16, 2, 300}}) {
-    CAPTURE(d.B); CAPTURE(d.T); CAPTURE(d.C); CAPTURE(d.NH);
-    const size_t n = static_cast<size_t>(d.B) * d.T * d.C, natt = static_cast<size_t>(d.B) * d.NH * d.T * d.T;
+  struct Dims { int B, T, NH, NKV, hs; size_t samples; };
+  // T = 150 spans three of the CPU kernel's 64-row blocks, the last one ragged; NKV < NH groups
+  // query heads over shared key/value heads (2 and 3 to a group), whose gradients add up.
+  for (Dims d : {Dims{2, 7, 3, 3, 4, 0}, Dims{1, 13, 5, 5, 6, 0}, Dims{2, 37, 4, 4, 12, 200}, Dims{1, 150, 2, 2, 8, 300},
+                 Dims{2, 9, 4, 2, 6, 0}, Dims{1, 70, 6, 2, 4, 300}}) {
+    CAPTURE(d.B); CAPTURE(d.T); CAPTURE(d.NH); CAPTURE(d.NKV); CAPTURE(d.hs);
+    const size_t rows = static_cast<size_t>(d.B) * d.T;
+    const size_t n = rows * d.NH * d.hs, nqkv = rows * (d.NH + 2 * d.NKV) * d.hs;
+    const size_t natt = static_cast<size_t>(d.B) * d.NH * d.T * d.T;
     std::mt19937 gen(5);
-    const Vec qkv = normal(gen, 3 * n), W = normal(gen, n), g0 = normal(gen, 3 * n);
+    const Vec qkv = normal(gen, nqkv), W = normal(gen, n), g0 = normal(gen, nqkv);
     DVec dqkv = dbl(qkv), dW = dbl(W), ref_out(n), ref_att(natt);
     auto loss = [&] {
-      ref::attention_forward(ref_out.data(), ref_att.data(), dqkv.data(), d.B, d.T, d.C, d.NH);
+      ref::attention_forward(ref_out.data(), ref_att.data(), dqkv.data(), d.B, d.T, d.NH, d.NKV, d.hs);
       return dot(ref_out, dW);
     };
 
     Vec out = poison(n), att = poison(natt);
-    cpu::attention_forward(out.data(), att.data(), qkv.data(), d.B, d.T, d.C, d.NH);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), d.B, d.T, d.NH, d.NKV, d.hs);
     loss();
     check_close("attention out", out, ref_out);
     check_close("attention probabilities", att, ref_att);
@@ -310,7 +314,7 @@ TEST_CASE("attention") {
     CHECK(upper_zero);
 
     Vec grad = g0;
-    cpu::attention_backward(grad.data(), W.data(), qkv.data(), att.data(), d.B, d.T, d.C, d.NH);
+    cpu::attention_backward(grad.data(), W.data(), qkv.data(), att.data(), d.B, d.T, d.NH, d.NKV, d.hs);
     check_grad("qkv", dqkv, loss, grad, g0, d.samples);
   }
 }

@@ -55,11 +55,13 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC);
 
-// Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v side by side per position; out
-// (B,T,C); att (B,NH,T,T) keeps the softmax probabilities for backward (upper triangle zero).
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
-                        int C, int NH);
+// Causal self-attention with grouped-query heads: qkv (B,T,(NH+2*NKV)*hs) holds per position the
+// NH query heads, then the NKV key heads, then the NKV value heads, hs wide each (GPT-2: NKV = NH);
+// query head h attends with key/value head h / (NH/NKV). out (B,T,NH*hs); att (B,NH,T,T) keeps the
+// softmax probabilities for backward (upper triangle zero). dk and dv sum over each group's heads.
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int NKV, int hs);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
+                        int NKV, int hs);
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void gelu_forward(float* out, const float* inp, size_t n);

@@ -69,8 +69,8 @@ template <class T> void check_attention(const Shape& s) {
   // Inputs spread over [-2, 2] so that the softmax rows are far from uniform.
   const auto qkv = rounded<T>(random_vec(n_qkv, -2, 2)), dout = rounded<T>(random_vec(n_out));
   std::vector<float> out_ref(n_out), att(n_lse * s.T), grad(n_qkv, 0.f);
-  cpu::attention_forward(out_ref.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
-  cpu::attention_backward(grad.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
+  cpu::attention_forward(out_ref.data(), att.data(), qkv.data(), s.B, s.T, s.NH, s.NH, s.C / s.NH);
+  cpu::attention_backward(grad.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.NH, s.NH, s.C / s.NH);
   const auto lse_ref = lse_reference(qkv, s);
 
   // The initial dqkv: per third, random values the size of that third's gradient, so that an

@@ -183,7 +183,8 @@ Tensor rope(Tape& tape, const Tensor& qkv, const Tensor& inv_freq, int n_head, i
   require(qkv.ndim() == 3 && qkv.dim(2) % heads == 0 && (qkv.dim(2) / heads) % 2 == 0, "rope",
           "qkv " + shape_str(qkv.shape()) + " is not (B,T,(" + std::to_string(n_head) + "+2*" +
               std::to_string(n_kv_head) + ")*head_dim) with an even head_dim");
-  require(inv_freq.device() == qkv.device() && inv_freq.dtype() == DType::f32 &&
+  // The meta device (the estimate) takes host tensors as its own, as it takes the tokens.
+  require((inv_freq.device() == qkv.device() || qkv.device() == Device::meta) && inv_freq.dtype() == DType::f32 &&
               inv_freq.numel() == qkv.dim(2) / heads / 2,
           "rope", "inv_freq must be head_dim/2 f32 values on the device of qkv");
   const bool track = tracks(tape, {&qkv});

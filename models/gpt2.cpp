@@ -48,39 +48,33 @@ Shape block_shape(const BlockParam& p, int64_t C) {
 int gpt2_wte_units(const ModelDims& d) {
   int64_t block = 0;
   for (const BlockParam& p : kBlockParams) block += shape_numel(block_shape(p, d.n_embd));
-  const int Vp = d.padded_vocab_size;
-  for (int k = 1; k < Vp; ++k)
-    if (Vp % k == 0 && int64_t{Vp / k} * d.n_embd <= block) return k;
-  return Vp;
+  return row_range_units(d.padded_vocab_size, d.n_embd, block);
 }
 
 std::vector<UnitLayout> gpt2_layout(const ModelDims& d, int wte_units) {
   const int64_t C = d.n_embd;
   const int K = wte_units ? wte_units : gpt2_wte_units(d);
-  if (K < 1 || d.padded_vocab_size % K)
-    throw std::invalid_argument("gpt2: wte_units " + std::to_string(K) + " must be >= 1 and divide padded_vocab_size " +
-                                std::to_string(d.padded_vocab_size));
-  const int64_t R = d.padded_vocab_size / K;
+  const int64_t R = row_range_rows("gpt2: wte_units", K, d.padded_vocab_size);
   std::vector<UnitLayout> units;
-  UnitLayout emb{"embedding", {}, 0};
+  UnitLayout emb{"embedding", {}, 0, {}};
   add(emb, "wte", -1, {R, C}, true, 0, "wte.weight", d.vocab_size);
   add(emb, "wpe", -1, {d.max_seq_len, C}, true, 1, "wpe.weight", d.max_seq_len);
   units.push_back(std::move(emb));
   for (int k = 1; k < K; ++k) {
-    UnitLayout w{"wte" + std::to_string(k), {}, 0};
+    UnitLayout w{"wte" + std::to_string(k), {}, 0, {}};
     add(w, "wte", -1, {R, C}, true, 0, "wte.weight", d.vocab_size, k * R);
     units.push_back(std::move(w));
   }
   int tensor = 2;
   for (int l = 0; l < d.n_layer; ++l) {
-    UnitLayout b{"block" + std::to_string(l), {}, 0};
+    UnitLayout b{"block" + std::to_string(l), {}, 0, {}};
     for (const BlockParam& p : kBlockParams) {
       const Shape shape = block_shape(p, C);
       add(b, p.name, l, shape, p.decay, tensor++, "h." + std::to_string(l) + "." + p.hf_name, shape[0]);
     }
     units.push_back(std::move(b));
   }
-  UnitLayout fin{"final", {}, 0};
+  UnitLayout fin{"final", {}, 0, {}};
   add(fin, "lnfw", -1, {C}, false, tensor++, "ln_f.weight", C);
   add(fin, "lnfb", -1, {C}, false, tensor++, "ln_f.bias", C);
   units.push_back(std::move(fin));

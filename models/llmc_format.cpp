@@ -57,7 +57,7 @@ ModelDims read_llmc_header(const std::string& path) {
     throw file_error(path, "bad magic number " + std::to_string(h[0]) + " (an llm.c checkpoint has " + std::to_string(kMagic) + ")");
   if (h[1] != kVersionF32)
     throw file_error(path, "unsupported version " + std::to_string(h[1]) + " (only version 3, fp32, is read)");
-  ModelDims d{h[2], h[3], h[7], h[4], h[5], h[6]};
+  ModelDims d = gpt2_dims(h[2], h[3], h[7], h[4], h[5], h[6]);
   if (d.max_seq_len < 1 || d.vocab_size < 1 || d.n_layer < 1 || d.n_head < 1 || d.n_embd < 1 ||
       d.padded_vocab_size < d.vocab_size || d.n_embd % d.n_head)
     throw file_error(path, "impossible dimensions in header: " + dims_str(d));

@@ -1,6 +1,7 @@
 #include "models/model.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <stdexcept>
 
 #include "kernels/backend.hpp"
@@ -8,16 +9,57 @@
 
 namespace zt {
 
+std::string dim_text(double v) {
+  char b[32];  // the shortest text that reads back as v
+  return std::string(b, std::to_chars(b, b + sizeof b, v).ptr);
+}
+
 std::string dims_str(const ModelDims& d) {
-  return "n_layer " + std::to_string(d.n_layer) + ", n_head " + std::to_string(d.n_head) + ", n_embd " +
-         std::to_string(d.n_embd) + ", vocab_size " + std::to_string(d.vocab_size) + ", padded_vocab_size " +
-         std::to_string(d.padded_vocab_size) + ", max_seq_len " + std::to_string(d.max_seq_len);
+  // GPT-2's six always; the rest where they differ from GPT-2's (derived widths, defaults), so a
+  // GPT-2 model reads as it always did.
+  const ModelDims gpt2 = gpt2_dims(d.max_seq_len, d.vocab_size, d.padded_vocab_size, d.n_layer, d.n_head, d.n_embd);
+  std::string s;
+  int i = 0;
+  for_each_dim(
+      [&](const char* name, const auto& v, const auto& g) {
+        if (i++ >= kGpt2DimCount && v == g) return;
+        s += (s.empty() ? "" : ", ") + std::string(name) + " " + dim_text(v);
+      },
+      d, gpt2);
+  return s;
 }
 
 void add_param(UnitLayout& u, ParamSpec p) {
   p.offset = u.numel;
   u.numel += shape_numel(p.shape);
   u.params.push_back(std::move(p));
+}
+
+int fuse_last(UnitLayout& u, int count) {
+  const int n = static_cast<int>(u.params.size());
+  if (count < 1 || count > n) throw std::logic_error(u.name + ": cannot fuse " + std::to_string(count) + " parameters");
+  const ParamSpec& first = u.params[size_t(n - count)];
+  for (int i = n - count + 1; i < n; ++i) {
+    const Shape& s = u.params[size_t(i)].shape;
+    if (s.size() != first.shape.size() || !std::equal(s.begin() + 1, s.end(), first.shape.begin() + 1))
+      throw std::logic_error(u.name + ": fused parameters " + first.name + " and " + u.params[size_t(i)].name +
+                             " differ past their rows");
+  }
+  u.fused.push_back({n - count, count});
+  return static_cast<int>(u.fused.size()) - 1;
+}
+
+int row_range_units(int rows, int64_t cols, int64_t max_numel) {
+  for (int k = 1; k < rows; ++k)
+    if (rows % k == 0 && int64_t{rows / k} * cols <= max_numel) return k;
+  return rows;
+}
+
+int64_t row_range_rows(const std::string& what, int units, int rows) {
+  if (units < 1 || rows % units)
+    throw std::invalid_argument(what + " " + std::to_string(units) + " must be >= 1 and divide padded_vocab_size " +
+                                std::to_string(rows));
+  return rows / units;
 }
 
 void check_tokens(const Tensor& host_tokens, int padded_vocab_size) {
@@ -45,8 +87,8 @@ Tensor host_f32(const Tensor& t) {
 }
 
 Model::Model(std::string arch, const ModelDims& d, std::vector<UnitLayout> layout, int embedding_units)
-    : arch_(std::move(arch)), dims_(d), layout_(std::move(layout)), embedding_units_(embedding_units),
-      bound_(layout_.size()) {}
+    : arch_(std::move(arch)), dims_(derive_dims(d)), layout_(std::move(layout)), embedding_units_(embedding_units),
+      bound_(layout_.size()), fused_(layout_.size()) {}
 
 int64_t Model::num_params() const {
   int64_t n = 0;
@@ -68,6 +110,19 @@ void Model::bind_unit(int u, const Tensor& params, const Tensor& grads) {
       t.bind_grad(grads.view(p.offset, p.shape));
     }
     ts.push_back(std::move(t));
+  }
+  std::vector<Tensor>& fs = fused_[u];
+  fs.clear();
+  for (const FusedParam& f : lay.fused) {
+    const ParamSpec& first = lay.params[size_t(f.first)];
+    Shape s = first.shape;
+    for (int i = 1; i < f.count; ++i) s[0] += lay.params[size_t(f.first + i)].shape[0];
+    Tensor t = params.view(first.offset, s);
+    if (grads.defined()) {
+      t.set_requires_grad(true);
+      t.bind_grad(grads.view(first.offset, s));
+    }
+    fs.push_back(std::move(t));
   }
 }
 

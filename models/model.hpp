@@ -41,10 +41,19 @@ struct ParamSpec {
   bool hf_transposed = false;
 };
 
+// Adjacent parameters read as one tensor: matrices with the same columns stacked by rows (the
+// Llama family's q, k and v projections as one GEMM's weight, gate and up as another), or vectors
+// joined. The parameters stay separate for files and names; the math sees one operand.
+struct FusedParam {
+  int first;  // index of the first parameter in the unit
+  int count;
+};
+
 struct UnitLayout {
   std::string name;  // "embedding", "block3", "final"
   std::vector<ParamSpec> params;
   int64_t numel = 0;
+  std::vector<FusedParam> fused;
 };
 
 class Model {
@@ -70,6 +79,8 @@ class Model {
   void bind_unit(int u, const Tensor& params, const Tensor& grads);
   const Tensor& param(int u, int i) const { return bound_.at(u).at(i); }
   const std::vector<Tensor>& unit_params(int u) const { return bound_.at(u); }
+  // The unit's FusedParam i, bound with its parameters (and their gradients).
+  const Tensor& fused(int u, int i) const { return fused_.at(u).at(i); }
 
   void init(uint64_t seed);
   // The model's initialisation for one unit alone (every tensor draws from its own stream), so a
@@ -111,10 +122,21 @@ class Model {
   std::vector<UnitLayout> layout_;
   int embedding_units_;
   std::vector<std::vector<Tensor>> bound_;
+  std::vector<std::vector<Tensor>> fused_;
 };
+
+// The smallest K dividing `rows` for which a K-th of a (rows, cols) table holds at most
+// `max_numel` elements: how many row-range units an embedding or an output head is cut into so
+// that none is larger than a block ([Note: the tied embedding's units] in models/gpt2.hpp).
+int row_range_units(int rows, int64_t cols, int64_t max_numel);
+// The rows of each of `units` row ranges of a `rows`-row table; std::invalid_argument naming
+// `what` ("gpt2: wte_units") unless units >= 1 divides rows.
+int64_t row_range_rows(const std::string& what, int units, int rows);
 
 // Appends a tensor to `u`'s layout at the end of its buffer.
 void add_param(UnitLayout& u, ParamSpec p);
+// Declares u's last `count` parameters one fused tensor; returns its index among u's fused.
+int fuse_last(UnitLayout& u, int count);
 
 // Token ids must lie in [0, padded_vocab_size): std::invalid_argument naming the first that does not.
 void check_tokens(const Tensor& host_tokens, int padded_vocab_size);

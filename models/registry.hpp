@@ -11,8 +11,10 @@
 
 namespace zt {
 
-// The architectures built in, by name ("gpt2").
+// The architectures built in, by name ("gpt2", "llama").
 std::vector<std::string> model_archs();
+// The same for a message: "\"gpt2\" or \"llama\"".
+std::string model_archs_text();
 bool is_model_arch(const std::string& arch);
 
 // Parameters of a model of these dimensions, in floating point and without building it: a

@@ -69,7 +69,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c
 
   const ModelConfig& m = c.model;
   add("model.arch", m.arch);
-  for (const auto& [key, field] : kModelDimFields) add("model." + std::string(key), m.dims.*field);
+  for_each_dim([&](const char* key, const auto& v) { add("model." + std::string(key), v); }, m.dims);
   add("model.init_from", m.init_from ? json(*m.init_from) : json(nullptr));
   add("model.wte_units", m.wte_units);
 

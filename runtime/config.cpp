@@ -1,5 +1,6 @@
 #include "runtime/config.hpp"
 
+#include "models/model_dims.hpp"
 #include "models/registry.hpp"
 
 #include <algorithm>
@@ -203,8 +204,17 @@ void read_model(Section& top, ModelConfig& m) {
   if (!s) return;
   s->get("arch", m.arch);
   s->get("wte_units", m.wte_units);
-  for (const auto& [key, field] : kModelDimFields)
-    if (s->get(key, m.dims.*field)) m.given.emplace_back(key);
+  // Hugging Face's nested rope_scaling object holds the "rope_scaling.<key>" fields.
+  std::optional<Section> rope = s->sub("rope_scaling");
+  for_each_dim(
+      [&](const char* key, auto& v) {
+        constexpr std::string_view prefix = "rope_scaling.";
+        const std::string_view k = key;
+        const bool got = k.starts_with(prefix) ? rope && rope->get(k.substr(prefix.size()), v) : s->get(k, v);
+        if (got) m.given.emplace_back(key);
+      },
+      m.dims);
+  if (rope) rope->done();
   if (const json* v = s->find("init_from"); v && !v->is_null()) {
     if (!v->is_string()) fail(s->path("init_from"), "expected a string or null, got " + show(*v));
     if (v->get_ref<const std::string&>().empty()) fail(s->path("init_from"), "must be a path or null, got \"\"");
@@ -508,6 +518,40 @@ void read_precision(Section& top, PrecisionConfig& p, Seen& seen) {
   p.dtype = bf16 ? "bf16" : fp16 ? "f16" : "f32";
 }
 
+// The dimensions' own ranges, and the Llama family's keys refused for GPT-2 (which has no use for
+// them) rather than ignored.
+template <class Known>
+void check_model_dims(ModelConfig& m, const Known& known) {
+  int i = 0;
+  for_each_dim(
+      [&](const char* key, auto& v) {
+        const bool gpt2_dim = i++ < kGpt2DimCount;
+        const std::string path = "model." + std::string(key);
+        if (!gpt2_dim && m.arch == "gpt2" && std::find(m.given.begin(), m.given.end(), key) != m.given.end())
+          fail(path, "applies to the Llama family (model.arch \"llama\"), not to \"gpt2\"");
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, int>) at_least(path, v, gpt2_dim ? 1 : 0);
+      },
+      m.dims);
+  const ModelDims& d = m.dims;
+  positive("model.rms_norm_eps", d.rms_norm_eps);
+  positive("model.rope_theta", d.rope_theta);
+  const RopeScaling& r = d.rope_scaling;
+  if (r.rope_type != "default" && r.rope_type != "llama3")
+    fail("model.rope_scaling.rope_type", "expected \"default\" or \"llama3\", got " + show(r.rope_type));
+  if (r.rope_type == "llama3") {
+    positive("model.rope_scaling.factor", r.factor);
+    positive("model.rope_scaling.low_freq_factor", r.low_freq_factor);
+    if (!(r.high_freq_factor > r.low_freq_factor))
+      fail("model.rope_scaling.high_freq_factor", "must be > low_freq_factor " + num(r.low_freq_factor) + ", got " +
+                                                      num(r.high_freq_factor));
+    at_least("model.rope_scaling.original_max_position_embeddings", r.original_max_position_embeddings, 1);
+  }
+  if (known("n_head") && known("n_kv_head") && d.n_kv_head > 0 && d.n_head % d.n_kv_head != 0)
+    fail("model.n_kv_head", show(d.n_kv_head) + " does not divide model.n_head " + show(d.n_head));
+  if (m.arch == "llama" && (known("head_dim") && d.head_dim % 2 != 0))
+    fail("model.head_dim", "must be even (RoPE rotates pairs), got " + show(d.head_dim));
+}
+
 // Runs after every section was read and checked for unknown keys, so a typo is reported as such
 // rather than as the constraint its default happens to break.
 void check_values(Config& c, const Seen& seen) {
@@ -524,7 +568,7 @@ void check_values(Config& c, const Seen& seen) {
   // are only checked where both sides are known.
   auto known = [&](std::string_view key) { return !m.init_from || given(key); };
 
-  if (!is_model_arch(m.arch)) fail("model.arch", show(m.arch) + " is not implemented (expected \"gpt2\")");
+  if (!is_model_arch(m.arch)) fail("model.arch", show(m.arch) + " is not implemented (expected " + model_archs_text() + ")");
   if (d.format != "llmc" && d.format != "bytes")
     fail("data.format", "expected \"llmc\" or \"bytes\", got " + show(d.format));
   if (d.format == "bytes") {
@@ -537,8 +581,9 @@ void check_values(Config& c, const Seen& seen) {
   // head's work).
   if (!given("padded_vocab_size") && m.dims.vocab_size > 0)
     m.dims.padded_vocab_size = static_cast<int>(std::min<int64_t>((int64_t{m.dims.vocab_size} + 127) / 128 * 128, INT_MAX));
-  for (const auto& [key, field] : kModelDimFields) at_least("model." + std::string(key), m.dims.*field, 1);
-  if (known("n_embd") && known("n_head") && m.dims.n_embd % m.dims.n_head != 0)
+  check_model_dims(m, known);
+  if (known("n_embd") && known("n_head") && (m.arch == "gpt2" || !known("head_dim") || m.dims.head_dim == 0) &&
+      m.dims.n_embd % m.dims.n_head != 0)
     fail("model.n_embd", show(m.dims.n_embd) + " is not divisible by model.n_head " + show(m.dims.n_head));
   if (known("vocab_size") && known("padded_vocab_size") && m.dims.padded_vocab_size < m.dims.vocab_size)
     fail("model.padded_vocab_size", show(m.dims.padded_vocab_size) + " must be >= model.vocab_size " + show(m.dims.vocab_size));
@@ -547,6 +592,9 @@ void check_values(Config& c, const Seen& seen) {
     fail("model.wte_units", show(m.wte_units) + " does not divide model.padded_vocab_size " +
                                 show(m.dims.padded_vocab_size));
 
+  if (m.arch != "gpt2" && !c.train.save_model.empty() && !c.train.save_model.ends_with(".safetensors"))
+    fail("train.save_model", show(c.train.save_model) + ": llm.c's format holds GPT-2 only; name a .safetensors file "
+                             "for model.arch " + show(m.arch));
   if (!seen.data_train) fail("data.train", "required key missing");
   if (d.train.empty()) fail("data.train", "must not be empty");
   at_least("data.seq_len", d.seq_len, 1);

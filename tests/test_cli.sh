@@ -82,8 +82,8 @@ wait "$pid" 2> /dev/null
 # A ztrain checkpoint (a step folder, or the root naming its latest) is read for sampling and for
 # --init-from through its fp32 master weights, whatever wte_units it was saved with; a folder that
 # is not a checkpoint says so.
-expect 1 "checkpoint '$dir' is a folder, but not a ztrain checkpoint" -- "$ztrain" sample --checkpoint "$dir"
-expect 1 "checkpoint '$dir' is a folder, but not a ztrain checkpoint" -- "$ztrain" train --config "$dir/c.json" --init-from "$dir"
+expect 1 "checkpoint '$dir' is a folder, but neither a ztrain checkpoint" -- "$ztrain" sample --checkpoint "$dir"
+expect 1 "checkpoint '$dir' is a folder, but neither a ztrain checkpoint" -- "$ztrain" train --config "$dir/c.json" --init-from "$dir"
 "$ztrain" train --config "$dir/c.json" --steps 3 --set checkpoint.dir="$dir/ck" --set checkpoint.save_interval=3 \
   --set model.wte_units=2 --set train.save_model="$dir/ck.bin" > "$dir/ck.out" 2>&1 || fail "checkpointed run failed: $(cat "$dir/ck.out")"
 want=$("$ztrain" sample --checkpoint "$dir/ck.bin" --prompt "GNU" --tokens 30 --seed 5)

@@ -416,8 +416,25 @@ TEST_CASE("impossible model values") {
     CAPTURE(key);
     CHECK(error_of({"model." + std::string(key) + "=0"}) == "config: model." + std::string(key) + ": must be >= 1, got 0");
   }
-  CHECK(error_of({"model.arch=llama"}) == "config: model.arch: \"llama\" is not implemented (expected \"gpt2\")");
+  CHECK(error_of({"model.arch=llama3"}) == "config: model.arch: \"llama3\" is not implemented (expected \"gpt2\" or \"llama\")");
   CHECK(error_of({"model.n_embd=770"}) == "config: model.n_embd: 770 is not divisible by model.n_head 12");
+  // The Llama family's keys: refused for GPT-2, checked for llama.
+  CHECK(error_of({"model.n_kv_head=4"}) ==
+        "config: model.n_kv_head: applies to the Llama family (model.arch \"llama\"), not to \"gpt2\"");
+  CHECK(error_of({"model.rope_scaling={\"rope_type\": \"llama3\"}"}) ==
+        "config: model.rope_scaling.rope_type: applies to the Llama family (model.arch \"llama\"), not to \"gpt2\"");
+  CHECK(error_of({"model.arch=llama", "model.n_kv_head=5"}) == "config: model.n_kv_head: 5 does not divide model.n_head 12");
+  CHECK(error_of({"model.arch=llama", "model.rope_scaling={\"rope_type\": \"yarn\"}"}) ==
+        "config: model.rope_scaling.rope_type: expected \"default\" or \"llama3\", got \"yarn\"");
+  CHECK(error_of({"model.arch=llama", "model.rope_scaling={\"rope_type\": \"llama3\", \"high_freq_factor\": 0.5}"}) ==
+        "config: model.rope_scaling.high_freq_factor: must be > low_freq_factor 1, got 0.5");
+  CHECK(error_of({"model.arch=llama", "model.rope_scaling={\"factr\": 2}"}).find("unknown key (did you mean 'factor'?)") !=
+        std::string::npos);
+  CHECK(error_of({"model.arch=llama", "model.rms_norm_eps=0"}) == "config: model.rms_norm_eps: must be > 0, got 0");
+  CHECK(error_of({"model.arch=llama", "model.head_dim=7"}) == "config: model.head_dim: must be even (RoPE rotates pairs), got 7");
+  CHECK(error_of({"model.arch=llama", "train.save_model=m.bin"}) ==
+        "config: train.save_model: \"m.bin\": llm.c's format holds GPT-2 only; name a .safetensors file for model.arch \"llama\"");
+  CHECK(error_of({"model.arch=llama", "model.n_kv_head=4", "model.head_dim=16", "model.n_embd=40"}) == "(no error)");
   CHECK(error_of({"model.padded_vocab_size=50000"}) ==
         "config: model.padded_vocab_size: 50000 must be >= model.vocab_size 50257");
   CHECK(error_of({"model.max_seq_len=128"}) == "config: data.seq_len: 256 must be <= model.max_seq_len 128");

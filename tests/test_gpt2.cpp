@@ -16,7 +16,7 @@
 using namespace zt;
 
 namespace {
-const GPT2Dims kTiny{/*maxT*/ 16, /*V*/ 50, /*Vp*/ 64, /*L*/ 3, /*NH*/ 2, /*C*/ 8};
+const GPT2Dims kTiny = gpt2_dims(/*maxT*/ 16, /*V*/ 50, /*Vp*/ 64, /*L*/ 3, /*NH*/ 2, /*C*/ 8);
 
 using Bound = test::BoundGPT2;
 
@@ -106,7 +106,7 @@ TEST_CASE("model: built by arch, each parameter with its Hugging Face name and l
   int64_t n = 0;
   m->for_each_param_in_file_order([&](int u, int i) { n += shape_numel(units[size_t(u)].params[size_t(i)].shape); });
   CHECK(n == m->num_params());
-  CHECK_THROWS_WITH_AS(make_model("llama2", kTiny), "model arch \"llama2\" is not implemented (expected \"gpt2\")",
+  CHECK_THROWS_WITH_AS(make_model("llama2", kTiny), "model arch \"llama2\" is not implemented (expected \"gpt2\" or \"llama\")",
                        std::invalid_argument);
 }
 
@@ -135,7 +135,7 @@ TEST_CASE("the tied embedding in 4 units: the same model, loss and gradients as 
 }
 
 TEST_CASE("init: GPT-2 statistics, padded rows zero, reproducible") {
-  const GPT2Dims d{64, 500, 512, 4, 4, 64};
+  const GPT2Dims d = gpt2_dims(64, 500, 512, 4, 4, 64);
   Bound a(d), b(d);
   a.gpt.init(42);
   b.gpt.init(42);

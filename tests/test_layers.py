@@ -25,7 +25,8 @@ FOLDERS = {
 ROOMS = [["cli"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], [""]]
 rank = {room: i for i, group in enumerate(ROOMS) for room in group}
 # What runtime/ may use of models/: the interface, its dimensions, the factory and the file formats.
-MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/registry.hpp", "models/llmc_format.hpp"}
+MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/registry.hpp", "models/llmc_format.hpp",
+                     "models/foreign_formats.hpp"}
 
 
 def room_of(path):  # "runtime/zero/x.hpp" -> "zero"; "runtime/config.hpp" -> ""

@@ -18,7 +18,7 @@ using namespace zt;
 
 namespace {
 
-const GPT2Dims kTiny{/*maxT*/ 16, /*V*/ 50, /*Vp*/ 64, /*L*/ 3, /*NH*/ 2, /*C*/ 8};
+const GPT2Dims kTiny = gpt2_dims(/*maxT*/ 16, /*V*/ 50, /*Vp*/ 64, /*L*/ 3, /*NH*/ 2, /*C*/ 8);
 
 size_t current(Allocator& a, MemCategory c) { return a.accounting().snapshot()[c]; }
 

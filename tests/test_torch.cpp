@@ -18,18 +18,10 @@ using namespace zt;
 
 namespace {
 
-const GPT2Dims kDims{/*maxT*/ 32, /*V*/ 60, /*Vp*/ 64, /*L*/ 2, /*NH*/ 2, /*C*/ 32};
+const GPT2Dims kDims = gpt2_dims(/*maxT*/ 32, /*V*/ 60, /*Vp*/ 64, /*L*/ 2, /*NH*/ 2, /*C*/ 32);
 constexpr int B = 2, T = 16;
 
 
-void write_tokens(const std::string& path, const std::vector<int32_t>& in, const std::vector<int32_t>& tg) {
-  std::ofstream f(path, std::ios::binary);
-  const int32_t bt[2] = {B, T};
-  f.write(reinterpret_cast<const char*>(bt), sizeof bt);
-  f.write(reinterpret_cast<const char*>(in.data()), static_cast<std::streamsize>(in.size() * 4));
-  f.write(reinterpret_cast<const char*>(tg.data()), static_cast<std::streamsize>(tg.size() * 4));
-  REQUIRE(f.good());
-}
 
 // Runs the reference; returns loss0, the gradients in llm.c order, then one loss per step.
 std::vector<float> torch_reference(const test::TempDir& dir, const std::string& ckpt, const std::string& tokens, int steps) {
@@ -67,7 +59,7 @@ TEST_CASE("tiny GPT-2: loss and every parameter gradient match PyTorch") {
   for (auto& t : tg) t = static_cast<int32_t>(gen() % kDims.vocab_size);
   tg[5] = tg[T + 9] = -1;  // ignored positions
   const std::string tokens = dir / "tokens.bin";
-  write_tokens(tokens, in, tg);
+  test::write_token_batch(tokens, B, T, in, tg);
   const std::vector<float> ref = torch_reference(dir, ckpt, tokens, 0);
   REQUIRE(ref.size() == 1 + static_cast<size_t>(gpt2_num_params(kDims)));
 
@@ -104,7 +96,7 @@ TEST_CASE("ten AdamW steps through the trainer match torch.optim.AdamW") {
   write_llmc_shard(dir / "train_000.bin", shard);
   std::vector<int32_t> in(shard.begin(), shard.end() - 1), tg(shard.begin() + 1, shard.end());
   const std::string tokens = dir / "tokens.bin";
-  write_tokens(tokens, in, tg);
+  test::write_token_batch(tokens, B, T, in, tg);
   const int steps = 10;
   const std::vector<float> ref = torch_reference(dir, ckpt, tokens, steps);
   REQUIRE(ref.size() == 1 + static_cast<size_t>(gpt2_num_params(kDims)) + steps);

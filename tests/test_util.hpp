@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -61,6 +62,17 @@ inline std::vector<float> read_floats(const std::string& path) {
   in.seekg(0);
   in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
   return v;
+}
+
+// The references' token file: int32 B, int32 T, then B*T inputs and B*T targets (-1 ignored).
+inline void write_token_batch(const std::string& path, int B, int T, const std::vector<int32_t>& in,
+                              const std::vector<int32_t>& tg) {
+  std::ofstream f(path, std::ios::binary);
+  const int32_t bt[2] = {B, T};
+  f.write(reinterpret_cast<const char*>(bt), sizeof bt);
+  f.write(reinterpret_cast<const char*>(in.data()), static_cast<std::streamsize>(in.size() * 4));
+  f.write(reinterpret_cast<const char*>(tg.data()), static_cast<std::streamsize>(tg.size() * 4));
+  REQUIRE(f.good());
 }
 
 // ||a - b|| / ||b||, with NaN anywhere giving NaN (which fails every <= check).

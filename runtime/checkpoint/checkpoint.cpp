@@ -20,6 +20,8 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <string_view>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
@@ -82,9 +84,15 @@ size_t element_size(const ZeroEngine& engine, int u, Region r) {
   return r == Region::param ? dtype_size(engine.units()[u].param_shard().dtype()) : sizeof(float);
 }
 
-json dims_json(const ModelDims& d) {
-  return {{"n_layer", d.n_layer}, {"n_head", d.n_head}, {"n_embd", d.n_embd}, {"vocab_size", d.vocab_size},
-          {"padded_vocab_size", d.padded_vocab_size}, {"max_seq_len", d.max_seq_len}};
+// GPT-2's own six for GPT-2 (the rest derive from them, and its meta reads as it always did);
+// every field for the Llama family.
+json dims_json(const ModelDims& d, const std::string& arch) {
+  json j = json::object();
+  int i = 0;
+  for_each_dim([&](const char* name, const auto& v) {
+    if (i++ < kGpt2DimCount || arch != "gpt2") j[name] = v;
+  }, d);
+  return j;
 }
 
 std::string step_name(int step) { return "step_" + std::to_string(step); }
@@ -176,7 +184,7 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
     const json meta = {{"format", kFormat},
                        {"version", kVersion},
                        {"arch", model.arch()},
-                       {"model", dims_json(model.dims())},
+                       {"model", dims_json(model.dims(), model.arch())},
                        {"wte_units", model.embedding_units()},
                        {"world_size", world},
                        {"stage", cfg.zero.stage},
@@ -292,9 +300,32 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
     arch_ = meta_.value("arch", std::string("gpt2"));
     if (!is_model_arch(arch_)) throw bad("model arch \"" + arch_ + "\" is not implemented");
     const json& m = meta_.at("model");
-    auto dim = [&](const char* key) { return static_cast<int>(integer(m, key, 1, kInt, "model.")); };
-    dims_ = ModelDims{dim("max_seq_len"), dim("vocab_size"), dim("padded_vocab_size"), dim("n_layer"), dim("n_head"),
-                     dim("n_embd")};
+    // GPT-2's six are required; the Llama family's came later, and a checkpoint from before them
+    // holds GPT-2, whose values they derive from.
+    ModelDims d;
+    int i = 0;
+    for_each_dim(
+        [&](const char* key, auto& v) {
+          const bool required = i++ < kGpt2DimCount;
+          using T = std::decay_t<decltype(v)>;
+          if (!required && !m.contains(key)) {  // the default, or for the widths derived below
+            if constexpr (std::is_same_v<T, int>)
+              if (std::string_view(key) == "n_kv_head" || std::string_view(key) == "head_dim" ||
+                  std::string_view(key) == "intermediate_size")
+                v = 0;
+            return;
+          }
+          if constexpr (std::is_same_v<T, int>) {
+            v = static_cast<int>(integer(m, key, required ? 1 : 0, kInt, "model."));
+          } else {
+            const json& j = m.at(key);
+            const bool ok = std::is_same_v<T, bool> ? j.is_boolean() : std::is_same_v<T, double> ? j.is_number() : j.is_string();
+            if (!ok) throw bad(std::string("model.") + key + " has the wrong type: " + j.dump());
+            v = j.get<T>();
+          }
+        },
+        d);
+    dims_ = derive_dims(d);
     wte_units_ = static_cast<int>(integer(meta_, "wte_units", 1, kInt, ""));
     world_ = static_cast<int>(integer(meta_, "world_size", 1, kInt, ""));
     stage_ = static_cast<int>(integer(meta_, "stage", 0, 3, ""));

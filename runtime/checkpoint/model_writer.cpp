@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "kernels/cpu/kernels.hpp"
+#include "models/foreign_formats.hpp"
 #include "models/llmc_format.hpp"
 #include "runtime/file_io.hpp"
 
@@ -128,6 +130,32 @@ class SafetensorsWriter final : public PositionedWriter {
   std::vector<char> out_;
 };
 
+// A Hugging Face model folder: model.safetensors as above, and config.json once it is complete, so
+// transformers' from_pretrained(folder) reads it back.
+class HfFolderWriter final : public ModelWriter {
+ public:
+  HfFolderWriter(const std::string& folder, const std::string& what, const Model& model, DType dtype)
+      : folder_(folder), model_(model), dtype_(dtype) {
+    std::error_code ec;
+    std::filesystem::create_directories(folder, ec);
+    if (ec) throw CheckpointError(what + ": cannot create folder '" + folder + "': " + ec.message());
+    weights_ = std::make_unique<SafetensorsWriter>((std::filesystem::path(folder) / "model.safetensors").string(), what,
+                                                   model, dtype);
+  }
+  void write_unit(int u, const float* params) override { weights_->write_unit(u, params); }
+  void finish() override {
+    weights_->finish();
+    const char* torch_dtype = dtype_ == DType::f32 ? "float32" : dtype_ == DType::bf16 ? "bfloat16" : "float16";
+    write_atomically((std::filesystem::path(folder_) / "config.json").string(), hf_config_json(model_, torch_dtype));
+  }
+
+ private:
+  std::string folder_;
+  const Model& model_;
+  DType dtype_;
+  std::unique_ptr<ModelWriter> weights_;
+};
+
 }  // namespace
 
 std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const std::string& what,
@@ -138,7 +166,8 @@ std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const 
     return std::make_unique<LlmcWriter>(path, what, model);
   }
   if (format == "safetensors") return std::make_unique<SafetensorsWriter>(path, what, model, dtype);
-  throw std::invalid_argument("export: --format must be \"safetensors\" or \"llmc\", got \"" + format + "\"");
+  if (format == "hf") return std::make_unique<HfFolderWriter>(path, what, model, dtype);
+  throw std::invalid_argument("export: --format must be \"hf\", \"safetensors\" or \"llmc\", got \"" + format + "\"");
 }
 
 void write_gathered_model(ZeroEngine& engine, const Model& model, int rank, const std::string& format,

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "models/foreign_formats.hpp"
 #include "models/llmc_format.hpp"
 #include "models/registry.hpp"
 #include "runtime/checkpoint/checkpoint.hpp"
@@ -25,8 +26,8 @@ void check_checkpoint_folder(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(fs::path(path) / "meta.json", ec) && !fs::exists(fs::path(path) / "latest", ec))
     throw CheckpointError("checkpoint '" + path +
-                          "' is a folder, but not a ztrain checkpoint (it holds neither meta.json nor a 'latest' "
-                          "file); expected an llm.c checkpoint file or a ztrain checkpoint folder or root");
+                          "' is a folder, but neither a ztrain checkpoint (meta.json or a 'latest' file) nor a Hugging "
+                          "Face model (config.json); expected one of those or an llm.c checkpoint file");
 }
 
 // [Note: weights in file order] Every parameter, concatenated in the model's file order (GPT-2:
@@ -81,16 +82,48 @@ void load_saved(const std::string& path, Model& model) {
   });
 }
 
+// A foreign checkpoint's tensors, a unit at a time.
+void load_foreign(const std::string& path, Model& model) {
+  const std::unique_ptr<ForeignWeights> w = open_foreign_weights(path, model);
+  for (int u = 0; u < model.num_units(); ++u) {
+    const UnitLayout& lay = model.layout()[size_t(u)];
+    const Tensor host = Tensor::empty({lay.numel}, DType::f32, MemCategory::other);
+    w->read_unit_range(u, 0, lay.numel, host.data<float>());
+    for (size_t i = 0; i < lay.params.size(); ++i)
+      store_f32(model.param(u, static_cast<int>(i)), host.view(lay.params[i].offset, lay.params[i].shape));
+  }
+}
+
 }  // namespace
 
 StoredModel stored_model(const std::string& path) {
+  if (const std::optional<ForeignCheckpoint> f = read_foreign_checkpoint(path)) return {f->arch, f->dims};
   if (!is_folder(path)) return {"gpt2", read_llmc_header(path)};  // llm.c's files hold GPT-2
   check_checkpoint_folder(path);
   const SavedCheckpoint saved(path);
   return {saved.arch(), saved.dims()};
 }
 
+// [Note: loading a shard] DeepSpeed and FSDP users watch every rank load the whole checkpoint into
+// host memory before sharding it. Here rank r at stage 3 materializes one unit's full parameters
+// at a time (zeros), reads from the file only the elements of its own shard (pread of those byte
+// ranges, or of the quantized blocks that cover them), and keeps the shard: the peak is its shards
+// plus one unit, and the file's bytes are read once across the ranks.
+void load_weights_into(const std::string& path, Model& model, ZeroEngine& engine) {
+  if (!read_foreign_checkpoint(path)) return engine.write_full_params([&] { load_weights(path, model); });
+  const std::unique_ptr<ForeignWeights> w = open_foreign_weights(path, model);
+  engine.write_params_by_unit([&](int u, int64_t begin, int64_t end) {
+    if (begin >= end) return;
+    const Tensor full = engine.units()[u].param_view();
+    const bool direct = full.device() == Device::cpu && full.dtype() == DType::f32;
+    const Tensor host = direct ? full.view(begin, {end - begin}) : Tensor::empty({end - begin}, DType::f32, MemCategory::other);
+    w->read_unit_range(u, begin, end, host.data<float>());
+    if (!direct) store_f32(full.view(begin, {end - begin}), host);
+  });
+}
+
 void load_weights(const std::string& path, Model& model) {
+  if (read_foreign_checkpoint(path)) return load_foreign(path, model);
   if (!is_folder(path)) return load_llmc_checkpoint(path, model);
   check_checkpoint_folder(path);
   load_saved(path, model);

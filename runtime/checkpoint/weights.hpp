@@ -7,6 +7,7 @@
 #include <string>
 
 #include "models/model.hpp"
+#include "runtime/zero/engine.hpp"
 
 namespace zt {
 
@@ -21,5 +22,11 @@ StoredModel stored_model(const std::string& path);
 // Fills every parameter `model` has bound (on any device and in any dtype) from `path`, whose
 // dimensions must be the model's. A unit at a time for a ztrain checkpoint.
 void load_weights(const std::string& path, Model& model);
+
+// The run's starting weights into the engine's units. A foreign checkpoint (a Hugging Face folder,
+// a GGUF file) is read a unit at a time, each rank reading only the byte ranges of the elements it
+// keeps (its shard at stage 3): no rank ever holds the whole model, [Note: loading a shard].
+// Other files go through load_weights with every unit's full parameters present.
+void load_weights_into(const std::string& path, Model& model, ZeroEngine& engine);
 
 }  // namespace zt

@@ -31,7 +31,7 @@ constexpr const char* kUsage = R"(usage:
                [--steps N] [--seed N] [--metrics FILE] [--trace FILE] [--resume [DIR]]
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X] [--seed N]
   ztrain estimate --config FILE [--world-size N] [--set dotted.key=value]... [--format table|json]
-  ztrain export --checkpoint DIR --format safetensors|llmc --out PATH
+  ztrain export --checkpoint DIR --format hf|safetensors|llmc --out PATH
   ztrain --help | --version
 )";
 
@@ -129,8 +129,8 @@ int cmd_export(int argc, char** argv) {
     else out = value;
   }
   if (checkpoint.empty() || out.empty()) throw UsageError("export needs --checkpoint DIR and --out PATH");
-  if (format != "safetensors" && format != "llmc")
-    throw UsageError("export: --format must be safetensors or llmc, got '" + format + "'");
+  if (format != "hf" && format != "safetensors" && format != "llmc")
+    throw UsageError("export: --format must be hf, safetensors or llmc, got '" + format + "'");
   export_checkpoint(checkpoint, format, out);
   std::cout << "exported " << checkpoint << " to " << out << " (" << format << ")" << std::endl;
   return 0;

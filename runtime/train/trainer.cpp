@@ -32,17 +32,20 @@ namespace zt {
 
 ModelDims resolve_dims(const Config& cfg) {
   const ModelConfig& m = cfg.model;
-  if (!m.init_from) return m.dims;
+  if (!m.init_from) return derive_dims(m.dims);
   const StoredModel stored = stored_model(*m.init_from);
   if (stored.arch != m.arch)
     throw ConfigError("config: model.arch: \"" + m.arch + "\" disagrees with \"" + stored.arch +
                       "\" in the checkpoint '" + *m.init_from + "'");
   const ModelDims& d = stored.dims;
-  for (const auto& [key, field] : kModelDimFields)
-    for (const std::string& g : m.given)
-      if (g == key && m.dims.*field != d.*field)
-        throw ConfigError("config: model." + g + ": " + std::to_string(m.dims.*field) + " disagrees with " +
-                          std::to_string(d.*field) + " in the checkpoint '" + *m.init_from + "'");
+  for_each_dim(
+      [&](const char* key, const auto& given, const auto& stored) {
+        for (const std::string& g : m.given)
+          if (g == key && !(given == stored))
+            throw ConfigError("config: model." + g + ": " + dim_text(given) + " disagrees with " + dim_text(stored) +
+                              " in the checkpoint '" + *m.init_from + "'");
+      },
+      m.dims, d);
   return d;
 }
 
@@ -124,10 +127,22 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     trace_ = std::make_unique<Trace>(comm_.rank());
     engine_->set_trace(trace_.get());
   }
-  if (cfg_.model.init_from)
-    engine_->write_full_params([&] { load_weights(*cfg_.model.init_from, *model_); });
-  else
+  if (cfg_.model.init_from) {
+    // The ledger's peak while reading against what stays: at stage 3 the difference is the one
+    // unit held whole at a time ([Note: loading a shard]).
+    const auto t0 = std::chrono::steady_clock::now();
+    MemAccounting& ledger = comm_.memory().accounting();
+    ledger.reset_peaks();
+    load_weights_into(*cfg_.model.init_from, *model_, *engine_);
+    const MemSnapshot m = ledger.snapshot();
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "started from %s (%.2f s): this rank peaked at %.1f MiB while reading, and keeps %.1f MiB",
+                  cfg_.model.init_from->c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                  static_cast<double>(m.total_peak) / (1 << 20), static_cast<double>(m.total_current) / (1 << 20));
+    loaded_ = buf;
+  } else {
     engine_->init_params(cfg_.train.seed);
+  }
 
   train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
   if (!cfg_.data.val.empty() || cfg_.data.format == "bytes")
@@ -327,6 +342,7 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   if (!tc.metrics.empty() && lead)
     metrics = std::make_unique<MetricsWriter>(tc.metrics, tc.resume.empty() ? -1 : steps_done_);
   log(run_banner(*this));
+  if (!loaded_.empty()) log(loaded_);
   if (!resumed_.empty()) log(resumed_);
   if (checkpoints_ && !checkpoints_->note().empty()) log(checkpoints_->note());
   if (!val_note_.empty()) log(val_note_);
@@ -353,7 +369,9 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   // Every rank takes part in gathering the parameters, a unit at a time; rank 0 writes them.
   if (!tc.save_model.empty()) {
     agreed(host_comm_, "train.save_model: writing '" + tc.save_model + "'", [&] {
-      write_gathered_model(*engine_, *model_, comm_.rank(), "llmc", tc.save_model, "train.save_model", DType::f32);
+      // [Note: export formats]: Hugging Face's names for a .safetensors path, llm.c's file otherwise.
+      const char* format = tc.save_model.ends_with(".safetensors") ? "safetensors" : "llmc";
+      write_gathered_model(*engine_, *model_, comm_.rank(), format, tc.save_model, "train.save_model", DType::f32);
     });
     log("saved model to " + tc.save_model);
   }

@@ -90,6 +90,7 @@ class Trainer {
   int steps_done_ = 0;
   int updates_done_ = 0;  // steps not skipped: AdamW's t and the LR schedule's position
   std::string resumed_;  // "resumed from DIR at step K (S s)", for the log
+  std::string loaded_;   // "started from PATH (S s): ... peaked at ...", for the log
   std::unique_ptr<CheckpointRoot> checkpoints_;  // with checkpoint.save_interval
   std::string last_saved_;  // the newest checkpoint this run saved or resumed from, for messages
   int nonfinite_in_a_row_ = 0;

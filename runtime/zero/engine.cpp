@@ -1,5 +1,6 @@
 #include "runtime/zero/engine.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -81,6 +82,18 @@ void ZeroEngine::write_full_params(const std::function<void()>& write) {
   for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
     full_params_written(u);
     units_[u].release();
+  }
+}
+
+void ZeroEngine::write_params_by_unit(const std::function<void(int u, int64_t begin, int64_t end)>& write) {
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+    ShardedUnit& x = units_[u];
+    const ShardGeometry& g = x.geometry();
+    x.materialize_full_params();
+    if (cfg_.stage == 3) write(u, std::min(g.begin(), g.numel), std::min(g.begin() + g.shard, g.numel));
+    else write(u, 0, g.numel);
+    full_params_written(u);
+    x.release();
   }
 }
 

@@ -45,6 +45,10 @@ class ZeroEngine {
   // Runs `write`, which fills every unit's full parameters (e.g. from a checkpoint); stage 3 holds
   // the whole model for it, then keeps only its shards.
   void write_full_params(const std::function<void()>& write);
+  // Unit by unit, never more than one unit's full parameters: `write(u, begin, end)` fills at
+  // least elements [begin, end) of unit u's full parameters (units()[u].param_view(); zeros
+  // elsewhere), the ones this rank keeps: its shard at stage 3, the whole unit below.
+  void write_params_by_unit(const std::function<void(int u, int64_t begin, int64_t end)>& write);
   // Runs `read` with every unit's full parameters present (e.g. to save them).
   void read_full_params(const std::function<void()>& read);
   // Calls `fn(u)` for each unit in turn with its full parameters present (units()[u].param_view());

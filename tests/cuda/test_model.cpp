@@ -17,7 +17,7 @@ using namespace zt;
 namespace {
 
 // Head size 16 (a multiple of 8), C and every GEMM dimension multiples of 8 (bf16 cuBLASLt).
-const GPT2Dims kSmall{/*maxT*/ 32, /*V*/ 100, /*Vp*/ 128, /*L*/ 2, /*NH*/ 4, /*C*/ 64};
+const GPT2Dims kSmall = gpt2_dims(/*maxT*/ 32, /*V*/ 100, /*Vp*/ 128, /*L*/ 2, /*NH*/ 4, /*C*/ 64);
 
 // A device or host tensor's values as host floats.
 std::vector<float> host_values(const Tensor& t) {

@@ -45,7 +45,7 @@ probe in_temperature_huge 2 10 "--temperature must be a finite number >= 0, got 
   "$ztrain" sample --checkpoint "$in_dir/m.bin" --temperature 1e999
 probe in_tokens_wrap 2 10 "--tokens must be in \[0, 2147483647\], got 4294967301" -- "$ztrain" sample --checkpoint "$in_dir/m.bin" --tokens 4294967301
 probe in_topk_zero 2 10 "--top-k must be in \[1, 2147483647\], got 0" -- "$ztrain" sample --checkpoint "$in_dir/m.bin" --top-k 0
-probe in_sample_folder 1 10 "is a folder, but not a ztrain checkpoint" -- "$ztrain" sample --checkpoint "$in_dir"
+probe in_sample_folder 1 10 "is a folder, but neither a ztrain checkpoint" -- "$ztrain" sample --checkpoint "$in_dir"
 probe in_sample_endless 1 10 "checkpoint '/dev/zero': bad magic number 0" -- "$ztrain" sample --checkpoint /dev/zero
 probe in_sample_not_llmc 1 10 "checkpoint '$in_dir/c.json': " -- "$ztrain" sample --checkpoint "$in_dir/c.json"
 probe in_sample_ckpt_root 0 20 "^GNU" -- "$ztrain" sample --checkpoint "$in_dir/ck" --prompt GNU --tokens 20
@@ -54,7 +54,7 @@ probe in_sample_binary_prompt 0 20 "" -- "$ztrain" sample --checkpoint "$in_dir/
 probe in_init_from_ckpt 0 30 "step     4/4" -- "$ztrain" train --config "$in_dir/c.json" --init-from "$in_dir/ck"
 probe in_init_from_other 1 20 "config: model.n_embd: 64 disagrees with 32 in the checkpoint '$in_dir/ck'" -- \
   "$ztrain" train --config "$in_dir/c.json" --init-from "$in_dir/ck" --set model.n_embd=64
-probe in_init_from_folder 1 20 "is a folder, but not a ztrain checkpoint" -- "$ztrain" train --config "$in_dir/c.json" --init-from /usr/share
+probe in_init_from_folder 1 20 "is a folder, but neither a ztrain checkpoint" -- "$ztrain" train --config "$in_dir/c.json" --init-from /usr/share
 [ -s "$in_dir/ck/latest" ] && [ -s "$in_dir/m.bin" ] || fail "in: sampling or starting from a checkpoint changed it"
 # The sample streams: text shows up long before 2^31 - 1 tokens could be written (the first 20
 # within 10 s), and a SIGTERM then ends it.

@@ -1,0 +1,256 @@
+#include "models/llama.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+#include "kernels/ops.hpp"
+#include "models/init.hpp"
+
+namespace zt {
+
+namespace {
+
+// A block's parameter indices, [Note: Llama's units]; the biases only with attention_bias.
+struct BlockIndex {
+  int input_norm = 0, q = 1, k = 2, v = 3, qb = -1, o, post_norm, gate, up, down;
+  explicit BlockIndex(bool bias) {
+    int i = 4;
+    if (bias) qb = i, i += 3;
+    o = i++, post_norm = i++, gate = i++, up = i++, down = i++;
+  }
+};
+// The fused views' indices within a block unit.
+enum BlockFused { kQkv, kGateUp, kQkvBias };
+
+void add(UnitLayout& u, std::string name, int layer, Shape shape, bool decay, int tensor, std::string hf_name,
+         int64_t hf_rows, int64_t row0 = 0) {
+  add_param(u, {std::move(name), layer, std::move(shape), 0, decay, tensor, row0, true, std::move(hf_name), hf_rows, false});
+}
+
+void check_dims(const ModelDims& d) {
+  if (d.n_kv_head < 1 || d.n_head % d.n_kv_head)
+    throw std::invalid_argument("llama: n_kv_head " + std::to_string(d.n_kv_head) + " must divide n_head " +
+                                std::to_string(d.n_head));
+  if (d.head_dim < 2 || d.head_dim % 2)
+    throw std::invalid_argument("llama: head_dim must be even (RoPE rotates pairs), got " + std::to_string(d.head_dim));
+}
+
+int64_t block_numel(const ModelDims& d) {
+  const int64_t C = d.n_embd, hd = d.head_dim, F = d.intermediate_size, qkv = (d.n_head + 2 * int64_t{d.n_kv_head}) * hd;
+  return 2 * C + qkv * C + (d.attention_bias ? qkv : 0) + C * d.n_head * hd + 3 * F * C;
+}
+
+}  // namespace
+
+int llama_embedding_units(const ModelDims& dims) {
+  const ModelDims d = derive_dims(dims);
+  return row_range_units(d.padded_vocab_size, d.n_embd, block_numel(d));
+}
+
+std::vector<UnitLayout> llama_layout(const ModelDims& dims, int embedding_units) {
+  const ModelDims d = derive_dims(dims);
+  check_dims(d);
+  const int64_t C = d.n_embd, hd = d.head_dim, F = d.intermediate_size;
+  const int K = embedding_units ? embedding_units : llama_embedding_units(d);
+  const int64_t R = row_range_rows("llama: embedding units", K, d.padded_vocab_size);
+  std::vector<UnitLayout> units;
+  for (int k = 0; k < K; ++k) {
+    UnitLayout e{k ? "embedding" + std::to_string(k) : "embedding", {}, 0, {}};
+    add(e, "embed_tokens", -1, {R, C}, true, 0, "model.embed_tokens.weight", d.vocab_size, k * R);
+    units.push_back(std::move(e));
+  }
+  int tensor = 1;
+  const BlockIndex bi(d.attention_bias);
+  for (int l = 0; l < d.n_layer; ++l) {
+    UnitLayout b{"block" + std::to_string(l), {}, 0, {}};
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    auto param = [&](const char* name, const char* hf, Shape shape, bool decay) {
+      add(b, name, l, shape, decay, tensor++, pre + hf, shape[0]);
+    };
+    param("input_layernorm", "input_layernorm.weight", {C}, false);
+    param("q_proj", "self_attn.q_proj.weight", {d.n_head * hd, C}, true);
+    param("k_proj", "self_attn.k_proj.weight", {d.n_kv_head * hd, C}, true);
+    param("v_proj", "self_attn.v_proj.weight", {d.n_kv_head * hd, C}, true);
+    fuse_last(b, 3);  // kQkv
+    if (d.attention_bias) {
+      param("q_proj.bias", "self_attn.q_proj.bias", {d.n_head * hd}, false);
+      param("k_proj.bias", "self_attn.k_proj.bias", {d.n_kv_head * hd}, false);
+      param("v_proj.bias", "self_attn.v_proj.bias", {d.n_kv_head * hd}, false);
+    }
+    param("o_proj", "self_attn.o_proj.weight", {C, d.n_head * hd}, true);
+    param("post_attention_layernorm", "post_attention_layernorm.weight", {C}, false);
+    param("gate_proj", "mlp.gate_proj.weight", {F, C}, true);
+    param("up_proj", "mlp.up_proj.weight", {F, C}, true);
+    fuse_last(b, 2);  // kGateUp
+    if (d.attention_bias) b.fused.push_back({bi.qb, 3});  // kQkvBias
+    param("down_proj", "mlp.down_proj.weight", {C, F}, true);
+    units.push_back(std::move(b));
+  }
+  UnitLayout fin{"final", {}, 0, {}};
+  add(fin, "norm", -1, {C}, false, tensor++, "model.norm.weight", C);
+  units.push_back(std::move(fin));
+  if (!d.tie_word_embeddings) {
+    for (int k = 0; k < K; ++k) {
+      UnitLayout h{k ? "lm_head" + std::to_string(k) : "lm_head", {}, 0, {}};
+      add(h, "lm_head", -1, {R, C}, true, tensor, "lm_head.weight", d.vocab_size, k * R);
+      units.push_back(std::move(h));
+    }
+  }
+  return units;
+}
+
+double llama_num_params_f64(const ModelDims& dims) {
+  const ModelDims d = derive_dims(dims);
+  const double C = d.n_embd, hd = d.head_dim, F = d.intermediate_size, qkv = (d.n_head + 2.0 * d.n_kv_head) * hd;
+  const double block = 2 * C + qkv * C + (d.attention_bias ? qkv : 0) + C * d.n_head * hd + 3 * F * C;
+  return static_cast<double>(d.padded_vocab_size) * C * (d.tie_word_embeddings ? 1 : 2) + d.n_layer * block + C;
+}
+
+std::vector<float> llama_inv_freq(const ModelDims& dims) {
+  const ModelDims d = derive_dims(dims);
+  // In f32 as transformers computes them (base ** (arange(0, hd, 2) / hd), then the scaling), so
+  // the angles agree with its to the last bit or two.
+  const int half = d.head_dim / 2;
+  std::vector<float> f(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i)
+    f[size_t(i)] = 1.0f / std::pow(static_cast<float>(d.rope_theta), static_cast<float>(2 * i) / static_cast<float>(d.head_dim));
+  const RopeScaling& r = d.rope_scaling;
+  if (r.rope_type != "llama3") return f;
+  // Llama 3.1: wavelengths beyond the original context divided by `factor`, those below
+  // context / high_freq_factor kept, the band between interpolated.
+  const float factor = static_cast<float>(r.factor), lo = static_cast<float>(r.low_freq_factor),
+              hi = static_cast<float>(r.high_freq_factor), ctx = static_cast<float>(r.original_max_position_embeddings);
+  const float low_freq_wavelen = ctx / lo, high_freq_wavelen = ctx / hi;
+  for (float& x : f) {
+    const float wavelen = 2.0f * std::numbers::pi_v<float> / x;
+    const float scaled = wavelen > low_freq_wavelen ? x / factor : x;
+    if (wavelen < high_freq_wavelen || wavelen > low_freq_wavelen) {
+      x = scaled;
+      continue;
+    }
+    const float smooth = (ctx / wavelen - lo) / (hi - lo);
+    x = (1.0f - smooth) * scaled / factor + smooth * scaled;
+  }
+  return f;
+}
+
+Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d) {
+  const float eps = static_cast<float>(d.rms_norm_eps);
+  Tensor h = ops::rmsnorm(tape, x, p.input_norm, eps);
+  Tensor qkv = ops::rope(tape, ops::linear(tape, h, p.qkv, p.qkv_bias), inv_freq, d.n_head, d.n_kv_head);
+  Tensor y = ops::attention(tape, qkv, d.n_head, d.n_kv_head);
+  Tensor x2 = ops::add(tape, x, ops::linear(tape, y, p.o_proj, Tensor()));
+  Tensor h2 = ops::rmsnorm(tape, x2, p.post_norm, eps);
+  Tensor g = ops::swiglu(tape, ops::linear(tape, h2, p.gate_up, Tensor()));
+  return ops::add(tape, x2, ops::linear(tape, g, p.down_proj, Tensor()));
+}
+
+namespace {
+int resolved_units(const ModelDims& d, int embedding_units) {
+  check_dims(derive_dims(d));
+  return embedding_units ? embedding_units : llama_embedding_units(d);
+}
+}  // namespace
+
+Llama::Llama(const ModelDims& d, int embedding_units) : Llama(d, resolved_units(d, embedding_units), Resolved{}) {}
+
+Llama::Llama(const ModelDims& d, int K, Resolved)
+    : Model("llama", d, llama_layout(d, K), K), inv_freq_host_(llama_inv_freq(d)) {}
+
+double Llama::flops_per_token(int T) const {
+  // 6 per parameter that multiplies (the blocks' and the head's; an untied embedding is a
+  // lookup), plus attention's two T-long products: 6 L n_head head_dim T, llm.c's count.
+  const ModelDims& d = dims();
+  const double table = static_cast<double>(d.padded_vocab_size) * d.n_embd;
+  const double multiplied = static_cast<double>(num_params()) - (d.tie_word_embeddings ? 0.0 : table);
+  return 6.0 * multiplied + 6.0 * d.n_layer * d.n_head * d.head_dim * static_cast<double>(T);
+}
+
+int64_t Llama::deepspeed_largest_layer() const {
+  const ModelDims& d = dims();
+  const int64_t C = d.n_embd, q = int64_t{d.n_head} * d.head_dim;
+  return std::max({int64_t{d.padded_vocab_size} * C, q * C + (d.attention_bias ? q : 0), int64_t{d.intermediate_size} * C});
+}
+
+void Llama::for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const {
+  for (int u = 0; u < num_units(); ++u)
+    for (int i = 0; i < static_cast<int>(layout()[size_t(u)].params.size()); ++i) f(u, i);
+}
+
+void Llama::init_unit(int u, uint64_t seed) {
+  const ModelDims& d = dims();
+  const UnitLayout& lay = layout()[size_t(u)];
+  for (size_t i = 0; i < lay.params.size(); ++i) {
+    const ParamSpec& p = lay.params[i];
+    const Tensor& t = param(u, static_cast<int>(i));
+    if (p.shape.size() == 1) {  // the norms' weights 1, the biases 0
+      t.fill(p.name.ends_with("layernorm") || p.name == "norm" ? 1.0f : 0.0f);
+      continue;
+    }
+    int64_t rows = p.shape[0];
+    if (p.layer < 0) rows = std::clamp<int64_t>(d.vocab_size - p.row0, 0, rows);  // padded rows stay zero
+    const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
+    const Tensor host = direct ? t : Tensor::empty(p.shape, DType::f32, MemCategory::other);
+    host.zero();
+    fill_normal(host.data<float>(), static_cast<size_t>(rows * p.shape[1]), 0.02f, seed, static_cast<uint64_t>(p.tensor),
+                static_cast<size_t>(p.row0 * p.shape[1]));
+    if (!direct) store_f32(t, host);
+  }
+}
+
+const Tensor& Llama::inv_freq_on(const Tensor& like) {
+  if (!inv_freq_.defined() || inv_freq_.device() != like.device()) {
+    const int64_t n = static_cast<int64_t>(inv_freq_host_.size());
+    Tensor host = Tensor::empty({n}, DType::f32, MemCategory::other);
+    std::copy(inv_freq_host_.begin(), inv_freq_host_.end(), host.data<float>());
+    inv_freq_ = host.on(like.allocator(), MemCategory::other);
+  }
+  return inv_freq_;
+}
+
+Tensor Llama::embed(Tape& tape, const Tensor& host_tokens) {
+  const int K = embedding_units();
+  check_tokens(host_tokens, dims().padded_vocab_size);
+  const Tensor tokens = host_tokens.on(param(0, 0).allocator(), MemCategory::activations);
+  Tensor x;
+  for (int k = 0; k < K; ++k) {  // tokens outside a range add zeros
+    tape.begin_unit(k);
+    Tensor part = ops::embedding(tape, tokens, param(k, 0), Tensor(), layout()[size_t(k)].params[0].row0);
+    x = k ? ops::add(tape, x, part) : part;
+    tape.end_unit(k);
+  }
+  return x;
+}
+
+Tensor Llama::block(Tape& tape, int layer, const Tensor& x) {
+  const int u = block_unit(layer);
+  const BlockIndex bi(dims().attention_bias);
+  const Tensor none;
+  const LlamaBlockParams p{param(u, bi.input_norm),
+                           fused(u, kQkv),
+                           dims().attention_bias ? fused(u, kQkvBias) : none,
+                           param(u, bi.o),
+                           param(u, bi.post_norm),
+                           fused(u, kGateUp),
+                           param(u, bi.down)};
+  return llama_block(tape, p, x, inv_freq_on(x), dims());
+}
+
+std::vector<Tensor> Llama::head(Tape& tape, const Tensor& x) {
+  const int f = final_unit();
+  tape.begin_unit(f);
+  const Tensor xn = ops::rmsnorm(tape, x, param(f, 0), static_cast<float>(dims().rms_norm_eps));
+  tape.end_unit(f);
+  std::vector<Tensor> parts;
+  for (int k = 0; k < embedding_units(); ++k) {
+    const int u = head_unit(k);
+    tape.begin_unit(u);
+    parts.push_back(ops::linear(tape, xn, param(u, 0), Tensor()));
+    tape.end_unit(u);
+  }
+  return parts;
+}
+
+}  // namespace zt

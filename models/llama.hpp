@@ -1,0 +1,76 @@
+// The Llama family (Llama 2/3, Qwen2/2.5, Mistral, SmolLM2) as units, with Hugging Face's names
+// and layouts: the token embedding cut into K row ranges, the L blocks, the final RMSNorm, then
+// (untied) the output head cut into K row ranges as well. [Note: Llama's units]
+//
+// [Note: Llama's units] A block holds, in this order: input_layernorm, q_proj, k_proj, v_proj,
+// (q/k/v biases with attention_bias), o_proj, post_attention_layernorm, gate_proj, up_proj,
+// down_proj. q, k and v are adjacent (n_head + 2 n_kv_head head_dim rows of n_embd), so one GEMM
+// reads them as the fused qkv weight the attention kernel takes; gate and up likewise make the
+// [gate | up] input of SwiGLU. The embedding and an untied head are cut like GPT-2's wte ([Note:
+// the tied embedding's units] in models/gpt2.hpp), with the same K, so each row range of the
+// head is one column range of the logits; a tied head runs the embedding's units again.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "models/model.hpp"
+
+namespace zt {
+
+// K of [Note: Llama's units]: the smallest dividing padded_vocab_size whose row range is no larger
+// than a block.
+int llama_embedding_units(const ModelDims& d);
+std::vector<UnitLayout> llama_layout(const ModelDims& d, int embedding_units = 0);
+double llama_num_params_f64(const ModelDims& d);
+// RoPE's inverse frequencies (head_dim / 2 of them) as Hugging Face computes them, with Llama 3.1's
+// scaling when rope_scaling.rope_type is "llama3".
+std::vector<float> llama_inv_freq(const ModelDims& d);
+
+// One block, [Note: Llama's units]: x + o_proj(attn(rope(qkv(rmsnorm(x))))), then
+// + down_proj(swiglu(gate_up(rmsnorm(.)))). `p` holds the block's parameters, `qkv` and `gate_up`
+// their fused views, `qkv_bias` undefined without attention_bias.
+struct LlamaBlockParams {
+  const Tensor& input_norm;
+  const Tensor& qkv;
+  const Tensor& qkv_bias;
+  const Tensor& o_proj;
+  const Tensor& post_norm;
+  const Tensor& gate_up;
+  const Tensor& down_proj;
+};
+Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d);
+
+class Llama final : public Model {
+ public:
+  // embedding_units: K of [Note: Llama's units]; 0 picks llama_embedding_units.
+  explicit Llama(const ModelDims& d, int embedding_units = 0);
+
+  int final_unit() const { return embedding_units() + dims().n_layer; }
+  // The untied head's row range k (tied: the embedding's).
+  int head_unit(int k) const { return dims().tie_word_embeddings ? k : final_unit() + 1 + k; }
+
+  // Hugging Face's initialisation: normal(0, 0.02) for the embedding and every projection, the
+  // norms' weights 1, the biases 0; the padded vocabulary rows stay 0. Each tensor its own stream.
+  void init_unit(int u, uint64_t seed) override;
+  double flops_per_token(int T) const override;
+  int64_t deepspeed_largest_layer() const override;
+  // The layout's order: every tensor's row ranges are consecutive units.
+  void for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const override;
+
+ protected:
+  Tensor embed(Tape& tape, const Tensor& host_tokens) override;
+  Tensor block(Tape& tape, int layer, const Tensor& x) override;
+  std::vector<Tensor> head(Tape& tape, const Tensor& x) override;
+
+ private:
+  struct Resolved {};
+  Llama(const ModelDims& d, int K, Resolved);
+  // inv_freq on the parameters' device, made once per device.
+  const Tensor& inv_freq_on(const Tensor& like);
+
+  std::vector<float> inv_freq_host_;
+  Tensor inv_freq_;
+};
+
+}  // namespace zt

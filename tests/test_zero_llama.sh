@@ -115,6 +115,35 @@ assert torch.isfinite(model(ids).logits).all()
 sys.exit(0 if worst < 1e-4 and set(ref) == set(state) else 1)
 PY
 
+# Split past --max-shard-size as save_pretrained splits (an index and numbered files), which
+# transformers reads, and from which ztrain starts again with the same first loss as from the
+# single-file export.
+"$ztrain" export --checkpoint "$dir/ck" --format hf --out "$dir/hf_split" --max-shard-size 40KB > "$dir/split.out" 2>&1 ||
+  fail "export --max-shard-size: $(cat "$dir/split.out")"
+[ -s "$dir/hf_split/model.safetensors.index.json" ] && [ "$(ls "$dir/hf_split" | grep -c '^model-0000[0-9]-of-0000[0-9].safetensors$')" -ge 3 ] ||
+  fail "export --max-shard-size 40KB did not split the 190 KB model: $(ls "$dir/hf_split")"
+"$python" - "$dir" <<'PY' || fail "transformers does not read the split export back (see above)"
+import sys, torch
+from transformers import AutoModelForCausalLM
+d = sys.argv[1]
+a = AutoModelForCausalLM.from_pretrained(d + "/hf", torch_dtype=torch.float32).state_dict()
+b = AutoModelForCausalLM.from_pretrained(d + "/hf_split", torch_dtype=torch.float32).state_dict()
+assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a), "split export differs"
+print("split export: the same", len(a), "tensors")
+PY
+for src in hf hf_split; do
+  train "from_$src" 2 $s3 --steps 1 --set model.init_from="$dir/$src" --set train.val_interval=0
+done
+"$python" - "$dir" <<'PY' || fail "training from the exported folders differs"
+import json, sys
+d = sys.argv[1]
+a, b = (json.loads(open(f"{d}/from_{s}.jsonl").readline()) for s in ("hf", "hf_split"))
+print(f"from the export: step-1 loss {a['loss']:.6f}, from the split export {b['loss']:.6f}")
+sys.exit(0 if a["loss"] == b["loss"] else 1)
+PY
+"$ztrain" export --checkpoint "$dir/ck" --format hf --out "$dir/bad" --max-shard-size 5XB > "$dir/bad.out" 2>&1
+[ $? -eq 2 ] && grep -q "max-shard-size expects a size such as 5GB" "$dir/bad.out" || fail "--max-shard-size 5XB: $(cat "$dir/bad.out")"
+
 # estimate and trace work on it unchanged.
 "$ztrain" estimate --config "$dir/c.json" --world-size 2 --set zero_optimization.stage=3 > "$dir/est.out" 2>&1 ||
   fail "estimate: $(cat "$dir/est.out")"

@@ -2,6 +2,7 @@
 // runtime/checkpoint/model_writer.hpp).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace zt {
@@ -9,6 +10,8 @@ namespace zt {
 // `ztrain export`: the checkpoint in `dir` (a folder or root), every region it reads checked
 // against its checksum, as one file. The fp32 master weights are what is written. An `out` inside
 // the checkpoint (or its root's `latest`) is refused before anything is written.
-void export_checkpoint(const std::string& dir, const std::string& format, const std::string& out);
+// `max_shard_bytes`: the "hf" format's largest weights file (make_model_writer).
+void export_checkpoint(const std::string& dir, const std::string& format, const std::string& out,
+                       uint64_t max_shard_bytes = 5'000'000'000);
 
 }  // namespace zt

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -60,10 +61,12 @@ class LlmcWriter final : public PositionedWriter {
 
 // Hugging Face's names and layouts from each ParamSpec: the tensors in the order the units first
 // hold them, each the first hf_rows rows of the model tensor (a padded vocabulary's extra rows are
-// not in the file), whose row ranges in several units land at their rows' offsets.
+// not in the file), whose row ranges in several units land at their rows' offsets. `include`
+// picks the tensors of one shard of a split model (all of them when empty).
 class SafetensorsWriter final : public PositionedWriter {
  public:
-  SafetensorsWriter(const std::string& path, const std::string& what, const Model& model, DType dtype)
+  SafetensorsWriter(const std::string& path, const std::string& what, const Model& model, DType dtype,
+                    const std::function<bool(const std::string& hf_name)>& include = {})
       : PositionedWriter(path, what), model_(model), dtype_(dtype) {
     const size_t es = dtype_size(dtype);
     const char* type = dtype == DType::f32 ? "F32" : dtype == DType::bf16 ? "BF16" : "F16";
@@ -74,6 +77,10 @@ class SafetensorsWriter final : public PositionedWriter {
     place_.resize(static_cast<size_t>(model.num_units()));
     for (int u = 0; u < model.num_units(); ++u)
       for (const ParamSpec& p : model.layout()[size_t(u)].params) {
+        if (include && !include(p.hf_name)) {
+          place_[size_t(u)].push_back({0, 0, false});  // another shard's
+          continue;
+        }
         const int64_t cols = shape_numel(p.shape) / p.shape[0];
         auto [it, added] = tensor_at.try_emplace(p.hf_name, at);
         if (added) {
@@ -130,43 +137,82 @@ class SafetensorsWriter final : public PositionedWriter {
   std::vector<char> out_;
 };
 
-// A Hugging Face model folder: model.safetensors as above, and config.json once it is complete, so
-// transformers' from_pretrained(folder) reads it back.
+// The bytes of each Hugging Face tensor in `dtype`, in the order the units first hold them.
+std::vector<std::pair<std::string, uint64_t>> hf_tensor_bytes(const Model& model, DType dtype) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  std::map<std::string, bool> seen;
+  for (const UnitLayout& u : model.layout())
+    for (const ParamSpec& p : u.params)
+      if (seen.emplace(p.hf_name, true).second)
+        out.emplace_back(p.hf_name, static_cast<uint64_t>(p.hf_rows * (shape_numel(p.shape) / p.shape[0])) * dtype_size(dtype));
+  return out;
+}
+
+// A Hugging Face model folder: model.safetensors as above, or past `max_shard_bytes`
+// model-0000k-of-0000n.safetensors with model.safetensors.index.json (save_pretrained's names and
+// index), then config.json once the weights are complete, so transformers' from_pretrained(folder)
+// reads it back.
 class HfFolderWriter final : public ModelWriter {
  public:
-  HfFolderWriter(const std::string& folder, const std::string& what, const Model& model, DType dtype)
+  HfFolderWriter(const std::string& folder, const std::string& what, const Model& model, DType dtype,
+                 uint64_t max_shard_bytes)
       : folder_(folder), model_(model), dtype_(dtype) {
     std::error_code ec;
     std::filesystem::create_directories(folder, ec);
     if (ec) throw CheckpointError(what + ": cannot create folder '" + folder + "': " + ec.message());
-    weights_ = std::make_unique<SafetensorsWriter>((std::filesystem::path(folder) / "model.safetensors").string(), what,
-                                                   model, dtype);
+    // Tensors in order, a new shard when the next would pass the limit (a tensor larger than the
+    // limit gets a shard of its own, as save_pretrained does).
+    std::vector<std::vector<std::string>> shards(1);
+    uint64_t in_shard = 0, total = 0;
+    for (const auto& [name, bytes] : hf_tensor_bytes(model, dtype)) {
+      if (in_shard > 0 && in_shard + bytes > max_shard_bytes) shards.emplace_back(), in_shard = 0;
+      shards.back().push_back(name);
+      in_shard += bytes;
+      total += bytes;
+    }
+    const size_t n = shards.size();
+    nlohmann::json map = nlohmann::json::object();
+    for (size_t k = 0; k < n; ++k) {
+      char name[64];
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, n);
+      const std::string file = n == 1 ? "model.safetensors" : name;
+      const std::set<std::string> mine(shards[k].begin(), shards[k].end());
+      for (const std::string& t : shards[k]) map[t] = file;
+      weights_.push_back(std::make_unique<SafetensorsWriter>((std::filesystem::path(folder) / file).string(), what, model,
+                                                             dtype, [mine](const std::string& t) { return mine.count(t) > 0; }));
+    }
+    if (n > 1) index_ = nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", map}}.dump(2) + "\n";
   }
-  void write_unit(int u, const float* params) override { weights_->write_unit(u, params); }
+  void write_unit(int u, const float* params) override {
+    for (auto& w : weights_) w->write_unit(u, params);
+  }
   void finish() override {
-    weights_->finish();
+    for (auto& w : weights_) w->finish();
+    const std::filesystem::path dir(folder_);
+    if (!index_.empty()) write_atomically((dir / "model.safetensors.index.json").string(), index_);
     const char* torch_dtype = dtype_ == DType::f32 ? "float32" : dtype_ == DType::bf16 ? "bfloat16" : "float16";
-    write_atomically((std::filesystem::path(folder_) / "config.json").string(), hf_config_json(model_, torch_dtype));
+    write_atomically((dir / "config.json").string(), hf_config_json(model_, torch_dtype));
   }
 
  private:
   std::string folder_;
   const Model& model_;
   DType dtype_;
-  std::unique_ptr<ModelWriter> weights_;
+  std::vector<std::unique_ptr<ModelWriter>> weights_;
+  std::string index_;
 };
 
 }  // namespace
 
 std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const std::string& what,
-                                               const Model& model, DType dtype) {
+                                               const Model& model, DType dtype, uint64_t max_shard_bytes) {
   if (format == "llmc") {
     if (dtype != DType::f32) throw std::invalid_argument("export: llm.c's format is fp32 only");
     check_llmc_model(model);
     return std::make_unique<LlmcWriter>(path, what, model);
   }
   if (format == "safetensors") return std::make_unique<SafetensorsWriter>(path, what, model, dtype);
-  if (format == "hf") return std::make_unique<HfFolderWriter>(path, what, model, dtype);
+  if (format == "hf") return std::make_unique<HfFolderWriter>(path, what, model, dtype, max_shard_bytes);
   throw std::invalid_argument("export: --format must be \"hf\", \"safetensors\" or \"llmc\", got \"" + format + "\"");
 }
 

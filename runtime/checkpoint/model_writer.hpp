@@ -9,6 +9,7 @@
 // transposed from llm.c's (out, in)), in F32, BF16 or F16.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -27,11 +28,15 @@ class ModelWriter {
   virtual void finish() = 0;
 };
 
-// `format` "llmc" (f32 only) or "safetensors"; `model` gives the layout and outlives the writer.
-// The file replaces `path` when finished ([Note: replacing a file] in runtime/file_io.hpp); `what`
-// names it in errors ("export --out", "train.save_model").
+// `format` "llmc" (f32 only), "safetensors", or "hf" (a folder: config.json and the weights,
+// split into files of at most `max_shard_bytes` with an index past that, as Hugging Face's
+// save_pretrained splits at 5 GB); `model` gives the layout and outlives the writer. The file
+// replaces `path` when finished ([Note: replacing a file] in runtime/file_io.hpp); `what` names it
+// in errors ("export --out", "train.save_model").
+inline constexpr uint64_t kHfMaxShardBytes = 5'000'000'000;
 std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const std::string& what,
-                                               const Model& model, DType dtype = DType::f32);
+                                               const Model& model, DType dtype = DType::f32,
+                                               uint64_t max_shard_bytes = kHfMaxShardBytes);
 
 // The run's model as one file, gathered a unit at a time (ZeroEngine::for_each_full_unit, so
 // collective at stages 1-3) and written by rank 0. A write error on rank 0 is thrown there once

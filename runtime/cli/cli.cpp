@@ -31,7 +31,7 @@ constexpr const char* kUsage = R"(usage:
                [--steps N] [--seed N] [--metrics FILE] [--trace FILE] [--resume [DIR]]
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X] [--seed N]
   ztrain estimate --config FILE [--world-size N] [--set dotted.key=value]... [--format table|json]
-  ztrain export --checkpoint DIR --format hf|safetensors|llmc --out PATH
+  ztrain export --checkpoint DIR --format hf|safetensors|llmc --out PATH [--max-shard-size 5GB]
   ztrain --help | --version
 )";
 
@@ -123,15 +123,17 @@ int cmd_sample(int argc, char** argv) {
 // data: it only reads the config (and an init_from checkpoint's header).
 int cmd_export(int argc, char** argv) {
   std::string checkpoint, format, out;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--format", "--out"})) {
+  uint64_t max_shard = 5'000'000'000;
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--format", "--out", "--max-shard-size"})) {
     if (flag == "--checkpoint") checkpoint = value;
     else if (flag == "--format") format = value;
+    else if (flag == "--max-shard-size") max_shard = byte_size_flag(flag, value);
     else out = value;
   }
   if (checkpoint.empty() || out.empty()) throw UsageError("export needs --checkpoint DIR and --out PATH");
   if (format != "hf" && format != "safetensors" && format != "llmc")
     throw UsageError("export: --format must be hf, safetensors or llmc, got '" + format + "'");
-  export_checkpoint(checkpoint, format, out);
+  export_checkpoint(checkpoint, format, out, max_shard);
   std::cout << "exported " << checkpoint << " to " << out << " (" << format << ")" << std::endl;
   return 0;
 }

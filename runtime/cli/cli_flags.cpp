@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <cstdio>
 #include <system_error>
 
@@ -50,6 +52,23 @@ uint64_t seed_flag(const std::string& flag, const std::string& value) {
   if (ec != std::errc())
     throw UsageError(flag + " expects an integer in [0, 18446744073709551615], got '" + value + "'");
   return x;
+}
+
+uint64_t byte_size_flag(const std::string& flag, const std::string& value) {
+  static const std::pair<const char*, uint64_t> kUnits[] = {{"GB", 1'000'000'000}, {"MB", 1'000'000}, {"KB", 1'000}, {"B", 1}};
+  std::string digits = value;
+  uint64_t unit = 1;
+  for (const auto& [suffix, bytes] : kUnits)
+    if (value.size() > std::strlen(suffix) && value.ends_with(suffix)) {
+      digits = value.substr(0, value.size() - std::strlen(suffix));
+      unit = bytes;
+      break;
+    }
+  uint64_t x = 0;
+  const std::errc ec = parse_whole(digits, x);
+  if (ec != std::errc() || x == 0 || x > UINT64_MAX / unit)
+    throw UsageError(flag + " expects a size such as 5GB, 500MB or 1000000 (bytes), got '" + value + "'");
+  return x * unit;
 }
 
 double number_flag(const std::string& flag, const std::string& value, double lo) {

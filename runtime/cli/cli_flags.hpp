@@ -23,6 +23,9 @@ std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** ar
 int64_t int_flag(const std::string& flag, const std::string& value, int64_t lo, int64_t hi);
 // A seed: any 64-bit unsigned integer.
 uint64_t seed_flag(const std::string& flag, const std::string& value);
+// A size in bytes as Hugging Face writes max_shard_size: a whole number with an optional decimal
+// unit ("5GB", "500MB", "10KB", "1234"), at least 1 byte.
+uint64_t byte_size_flag(const std::string& flag, const std::string& value);
 // A finite number >= lo ("0.8", "1e-2"; not "nan", "inf").
 double number_flag(const std::string& flag, const std::string& value, double lo);
 

@@ -1,9 +1,12 @@
-// A training step of a GPT-2 shape on this machine, through the real trainer (data loader,
+// A training step of a GPT-2 or Llama shape on this machine, through the real trainer (data loader,
 // forward, backward, norm, AdamW), with the machine's SGEMM rate measured in the same run as the
 // yardstick and a per-op time breakdown. Prints a table, then one JSON line.
 //
 //   step_gpt2 [--layers 12 --heads 12 --channels 768 --vocab 50257 --padded-vocab 50304
 //              --batch 4 --seq 256 --steps 5 --warmup 1 --threads 0 --sgemm 2048]
+//             [--llama 1 --kv-heads 3 --ffn 1536 --tied 1]   (a Llama-family shape: SmolLM2-135M's is
+//              --llama 1 --layers 30 --heads 9 --kv-heads 3 --channels 576 --ffn 1536 --vocab 49152
+//              --padded-vocab 49152)
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -49,7 +52,8 @@ double sgemm_gflops(int n) {
 int main(int argc, char** argv) {
   std::map<std::string, long> a = {{"layers", 12}, {"heads", 12}, {"channels", 768}, {"vocab", 50257},
                                    {"padded-vocab", 50304}, {"batch", 4}, {"seq", 256}, {"steps", 5},
-                                   {"warmup", 1}, {"threads", 0}, {"sgemm", 2048}};
+                                   {"warmup", 1}, {"threads", 0}, {"sgemm", 2048}, {"llama", 0},
+                                   {"kv-heads", 0}, {"ffn", 0}, {"tied", 1}};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = std::string(argv[i]).substr(2);
     if (!a.count(k)) {
@@ -75,6 +79,13 @@ int main(int argc, char** argv) {
       {"train", {{"steps", a["steps"] + a["warmup"]}, {"threads", a["threads"]}, {"val_interval", 0}}},
       {"train_micro_batch_size_per_gpu", a["batch"]},
       {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 3e-4}, {"betas", {0.9, 0.95}}, {"weight_decay", 0.1}}}}}};
+  if (a["llama"]) {
+    nlohmann::json& m = cfg["model"];
+    m["arch"] = "llama";
+    m["n_kv_head"] = a["kv-heads"] ? a["kv-heads"] : a["heads"];
+    m["intermediate_size"] = a["ffn"] ? a["ffn"] : 4 * a["channels"];
+    m["tie_word_embeddings"] = a["tied"] != 0;
+  }
   zt::Trainer trainer(zt::parse_config(cfg));
   const double sgemm = sgemm_gflops(static_cast<int>(a["sgemm"]));
 
@@ -101,7 +112,7 @@ int main(int argc, char** argv) {
   std::printf("step %.1f ms (ops %.1f ms), %.0f tokens/s, %.1f GFLOP/s = %.0f%% of %s SGEMM %.1f GFLOP/s (%ld^3), peak %.0f MiB\n",
               step_ms, total / steps * 1e3, tokens_per_step / (step_ms / 1e3), gflops, 100 * gflops / sgemm,
               zt::cpu::gemm_library(), sgemm, a["sgemm"], static_cast<double>(last.mem.total_peak) / (1 << 20));
-  nlohmann::json out = {{"impl", "ztrain"}, {"threads", zt::cpu::num_threads()}, {"B", a["batch"]}, {"T", a["seq"]},
+  nlohmann::json out = {{"impl", "ztrain"}, {"arch", trainer.model().arch()}, {"threads", zt::cpu::num_threads()}, {"B", a["batch"]}, {"T", a["seq"]},
                         {"params", trainer.model().num_params()}, {"ms_per_step", step_ms},
                         {"tokens_per_s", tokens_per_step / (step_ms / 1e3)}, {"gflops", gflops},
                         {"sgemm_gflops", sgemm}, {"gemm_library", zt::cpu::gemm_library()},

@@ -194,7 +194,9 @@ TEST_CASE("gguf: read_f32 of ranges that start and end inside blocks") {
     const std::vector<std::pair<int64_t, int64_t>> ranges = {
         {0, 1},         {5, 1},         {13, 37},       {31, 2},   {total / 3, total / 2},
         {986850, 2000}, {total - 1, 1}, {1, total - 2}, {total, 0}};
-    for (const auto& [begin, n] : ranges) {
+    for (const auto& range : ranges) {
+      // Plain locals: clang 14 cannot capture structured bindings in CAPTURE's lambda.
+      const int64_t begin = range.first, n = range.second;
       if (begin + n > total || n < 0) continue;
       CAPTURE(e.name);
       CAPTURE(begin);
@@ -214,7 +216,8 @@ TEST_CASE("gguf: version 2, and a 64-byte general.alignment, read the same value
   CHECK(a64->meta_int("general.alignment") == 64);
   CHECK(a64->data_offset() % 64 == 0);
   CHECK(a64->entries().size() == 6);
-  for (const auto& [f, set] : {std::pair{v2.get(), "good"}, std::pair{a64.get(), "aligned64"}}) {
+  for (const auto& [file, set] : {std::pair{v2.get(), "good"}, std::pair{a64.get(), "aligned64"}}) {
+    const GgufFile* f = file;  // a plain local: clang 14 cannot capture structured bindings
     for (const TensorFileEntry& e : f->entries()) {
       CAPTURE(f->path());
       CAPTURE(e.name);
@@ -248,7 +251,8 @@ TEST_CASE("gguf: read_f32's errors name the file and the tensor") {
   std::vector<float> out(200);
   const std::string unknown = error_of([&] { f->read_f32("nope", 0, 1, out.data()); });
   CHECK(unknown == "gguf '" + path + "': no tensor 'nope'");
-  for (const auto& [begin, n] : std::vector<std::pair<int64_t, int64_t>>{{-1, 2}, {0, 193}, {190, 3}, {5, -1}}) {
+  for (const auto& range : std::vector<std::pair<int64_t, int64_t>>{{-1, 2}, {0, 193}, {190, 3}, {5, -1}}) {
+    const int64_t begin = range.first, n = range.second;
     CAPTURE(begin);
     CAPTURE(n);
     const std::string e = error_of([&] { f->read_f32("q8_0_2d", begin, n, out.data()); });
@@ -275,7 +279,8 @@ TEST_CASE("gguf: broken files fail at open with the file's name and what is wron
       {"misaligned.gguf", "tensor 'q8_0_2d' has offset 420, not a multiple of the alignment 32"},
       {"missing.gguf", "cannot open"},
   };
-  for (const auto& [name, what] : cases) {
+  for (const auto& [case_name, what] : cases) {
+    const std::string name = case_name;  // a plain local: clang 14 cannot capture structured bindings
     CAPTURE(name);
     const std::string path = files / name;
     const std::string e = error_of([&] { (void)GgufFile::open(path); });

@@ -138,18 +138,25 @@ void matmuls(Bench& b) {
   }
 }
 
-void attention(Bench& b) {
-  const size_t nc = N * C, rows = N * NH;
-  const int hs = C / NH;
-  const double flops = 4.0 * B * NH * static_cast<double>(T) * T * hs / 2;  // causal: half the scores
-  auto qkv = buffers<bf16>(1, 3 * nc), out = buffers<bf16>(1, nc), dout = buffers<bf16>(1, nc),
-       dqkv = buffers<bf16>(1, 3 * nc);
+// Causal attention at B x T with nh query heads over nkv key/value heads of size hs.
+void attention_case(Bench& b, const std::string& name, int nh, int nkv, int hs) {
+  const size_t c = size_t(nh) * hs, width = size_t(nh + 2 * nkv) * hs, rows = N * nh;
+  const double flops = 4.0 * B * nh * static_cast<double>(T) * T * hs / 2;  // causal: half the scores
+  auto qkv = buffers<bf16>(1, N * width), out = buffers<bf16>(1, N * c), dout = buffers<bf16>(1, N * c),
+       dqkv = buffers<bf16>(1, N * width);
   auto lse = buffers<float>(1, rows);
   float* scratch = device_alloc<float>(rows);
-  b.fl("attention_forward", flops, [&](int) { zc::attention_forward(out[0], lse[0], qkv[0], B, T, C, NH, b.s); });
-  b.fl("attention_backward", 2.5 * flops, [&](int) {
-    zc::attention_backward(dqkv[0], scratch, dout[0], qkv[0], out[0], lse[0], B, T, C, NH, b.s);
+  const int ci = int(c);
+  b.fl("attention_forward" + name, flops,
+       [&](int) { zc::attention_forward(out[0], lse[0], qkv[0], B, T, ci, nh, nkv, b.s); });
+  b.fl("attention_backward" + name, 2.5 * flops, [&](int) {
+    zc::attention_backward(dqkv[0], scratch, dout[0], qkv[0], out[0], lse[0], B, T, ci, nh, nkv, b.s);
   });
+}
+
+void attention(Bench& b) {
+  attention_case(b, "", NH, NH, C / NH);
+  attention_case(b, " (9/3 heads, hs 64)", 9, 3, 64);  // SmolLM2's grouped-query heads
 }
 
 void crossentropy_and_optimizer(Bench& b) {

@@ -59,7 +59,7 @@ class Backend : public RangeMarker {
   // Causal attention over qkv (B,T,(n_head+2*n_kv_head)*hs), grouped-query when n_kv_head <
   // n_head (kernels/cpu/kernels.hpp has the layout) -> out (B,T,n_head*hs). Returns what the
   // backward needs besides qkv and out: the CPU keeps the (B,NH,T,T) probabilities, the CUDA
-  // kernels each row's (B,NH,T) logsumexp. CUDA takes n_kv_head == n_head only, so far.
+  // kernels each row's (B,NH,T) logsumexp.
   virtual Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head) const = 0;
   virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                   const Tensor& saved, int n_head, int n_kv_head) const = 0;

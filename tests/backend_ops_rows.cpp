@@ -210,11 +210,10 @@ OpRow attention() {
             return p;
           },
           {},
-          // kernels/cuda/kernels.hpp: head sizes are multiples of 8 up to 128, and no grouped-query
-          // heads yet (kernels/cuda/backend.cpp refuses them).
+          // kernels/cuda/kernels.hpp: head sizes are multiples of 8 up to 128.
           [](const Backend& be, const Dims& d, const Types&) {
             const int hs = d["C"] / d["NH"];
-            return !on_cuda(be) || (hs % 8 == 0 && hs <= 128 && d["NKV"] == d["NH"]);
+            return !on_cuda(be) || (hs % 8 == 0 && hs <= 128);
           }};
 }
 

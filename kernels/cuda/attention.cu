@@ -1,8 +1,9 @@
-// Causal self-attention, the ops of kernels.hpp: argument checks, the choice of path (f32: FMA
-// kernels, attention_fma.cu; bf16: tensor cores, attention_mma_*.cu), and the backward's first
-// step D = rowsum(dout * out), which both paths share. Twin of kernels/cpu/attention.cpp, except
-// that the (B,NH,T,T) probabilities are never stored: the forward saves each row's logsumexp and
-// the backward recomputes them tile by tile. Legend: kernels/cuda/attention.cuh.
+// Causal self-attention with grouped-query heads, the ops of kernels.hpp: argument checks, the
+// choice of path (f32: FMA kernels, attention_fma.cu; bf16: tensor cores, attention_mma_*.cu), and
+// the backward's first step D = rowsum(dout * out), which both paths share. Twin of
+// kernels/cpu/attention.cpp, except that the (B,NH,T,T) probabilities are never stored: the
+// forward saves each row's logsumexp and the backward recomputes them tile by tile. Legend:
+// kernels/cuda/attention.cuh.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -35,16 +36,19 @@ __global__ void row_dot_kernel(float* D, const T* dout, const T* out, int B, int
   }
 }
 
-attn::Dims dims(const char* op, int B, int T_, int C, int NH) {
+attn::Dims dims(const char* op, int B, int T_, int C, int NH, int NKV) {
   if (B < 0 || T_ < 0 || C <= 0 || NH <= 0 || C % NH != 0)
     throw std::invalid_argument(std::string(op) + ": channels C = " + std::to_string(C) +
                                 " must split evenly into NH = " + std::to_string(NH) + " heads (B = " +
                                 std::to_string(B) + ", T = " + std::to_string(T_) + ")");
+  if (NKV <= 0 || NH % NKV != 0)
+    throw std::invalid_argument(std::string(op) + ": NKV = " + std::to_string(NKV) +
+                                " key/value heads must divide NH = " + std::to_string(NH) + " query heads");
   const int hs = C / NH;
   if (hs % 8 != 0 || hs > 128)
     throw std::invalid_argument(std::string(op) + ": head size hs = C/NH = " + std::to_string(hs) +
                                 " is not supported (a multiple of 8 up to 128)");
-  return {B, T_, C, NH, hs, 1.0f / std::sqrt(static_cast<float>(hs))};
+  return {B, T_, C, NH, NKV, hs, 1.0f / std::sqrt(static_cast<float>(hs))};
 }
 
 // The bf16 kernels copy 16 bytes at a time: every row start is 16-byte aligned once the base is
@@ -57,8 +61,8 @@ void require_aligned(const char* op, const char* name, const void* p) {
 }  // namespace
 
 template <class T>
-void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, cudaStream_t s) {
-  const attn::Dims d = dims("attention_forward", B, T_, C, NH);
+void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, int NKV, cudaStream_t s) {
+  const attn::Dims d = dims("attention_forward", B, T_, C, NH, NKV);
   if (B == 0 || T_ == 0) return;
   if constexpr (std::is_same_v<T, float>) {
     attn::forward_fma(out, lse, qkv, d, s);
@@ -71,8 +75,8 @@ void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, i
 
 template <class T>
 void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse, int B,
-                        int T_, int C, int NH, cudaStream_t s) {
-  const attn::Dims d = dims("attention_backward", B, T_, C, NH);
+                        int T_, int C, int NH, int NKV, cudaStream_t s) {
+  const attn::Dims d = dims("attention_backward", B, T_, C, NH, NKV);
   if (dqkv == nullptr || B == 0 || T_ == 0) return;
   if constexpr (std::is_same_v<T, bf16>) {
     require_aligned("attention_backward", "dqkv", dqkv);
@@ -83,15 +87,15 @@ void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, co
   row_dot_kernel<T><<<blocks_for(rows * 32, kRowDotThreads), kRowDotThreads, 0, s>>>(scratch, dout, out, B, T_, C,
                                                                                        NH, d.hs);
   check_launch("attention_backward rowsum(dout * out)");
-  const attn::BackwardArgs<T> a{dqkv, dout, qkv, lse, scratch, T_, C, NH, d.hs, d.scale};
+  const attn::BackwardArgs<T> a{dqkv, dout, qkv, lse, scratch, d.heads(), C, d.scale};
   if constexpr (std::is_same_v<T, float>) attn::backward_fma(a, d, s);
   else attn::backward_mma(a, d, s);
 }
 
 #define ZT_INSTANTIATE(T)                                                                                         \
-  template void attention_forward<T>(T*, float*, const T*, int, int, int, int, cudaStream_t);                     \
+  template void attention_forward<T>(T*, float*, const T*, int, int, int, int, int, cudaStream_t);                \
   template void attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int, int, int, \
-                                      cudaStream_t);
+                                      int, cudaStream_t);
 ZT_INSTANTIATE(float)
 ZT_INSTANTIATE(bf16)
 #undef ZT_INSTANTIATE

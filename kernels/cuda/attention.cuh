@@ -1,6 +1,7 @@
 // What the attention files share (kernels/cuda/attention*.cu): the checked sizes, and the
-// launchers behind the public ops of kernels.hpp. Legend: B batch, T sequence, C channels, NH
-// heads, hs = C/NH the head size; qkv (B,T,3C), out and dout (B,T,C), lse and D (B,NH,T).
+// launchers behind the public ops of kernels.hpp. Legend: B batch, T sequence, NH query heads,
+// NKV key/value heads (NH % NKV == 0), hs the head size, C = NH*hs; qkv (B,T,(NH+2*NKV)*hs), out
+// and dout (B,T,C), lse and D (B,NH,T).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,23 +12,37 @@
 
 namespace zt::cuda::attn {
 
+// Where the heads sit in qkv: each row holds the NH query heads, then the NKV key heads, then
+// the NKV value heads; query head h reads kv head h / (NH/NKV). Offsets in elements of row (b, 0).
+struct Heads {
+  int T, NH, NKV, hs;
+  __host__ __device__ size_t ld() const { return size_t(NH + 2 * NKV) * hs; }
+  __host__ __device__ int group() const { return NH / NKV; }
+  __host__ __device__ int kv_of(int h) const { return h / group(); }
+  __host__ __device__ size_t q(int b, int h) const { return size_t(b) * T * ld() + size_t(h) * hs; }
+  __host__ __device__ size_t k(int b, int kv) const { return size_t(b) * T * ld() + size_t(NH + kv) * hs; }
+  __host__ __device__ size_t v(int b, int kv) const { return k(b, kv) + size_t(NKV) * hs; }
+};
+
 struct Dims {
-  int B, T, C, NH, hs;
+  int B, T, C, NH, NKV, hs;
   float scale;  // 1/sqrt(hs)
+  Heads heads() const { return {T, NH, NKV, hs}; }
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// What the backward kernels take (by value): dqkv (B,T,3C) += from dout (B,T,C), qkv, the
-// forward's lse and D = rowsum(dout * out) (B,NH,T).
+// What the backward kernels take (by value): dqkv += from dout (B,T,C), qkv, the forward's lse
+// and D = rowsum(dout * out) (B,NH,T).
 template <class S> struct BackwardArgs {
   S* dqkv;
   const S* dout;
   const S* qkv;
   const float* lse;
   const float* D;
-  int T, C, NH, hs;
+  Heads L;
+  int C;
   float scale;
 };
 

@@ -62,7 +62,8 @@ __device__ __forceinline__ void store_row(float* dst, const float (&acc)[kCols],
 
 // grid (B*NH, ceil(T/32)), y counting down the query tiles (the longest first).
 __global__ void __launch_bounds__(kFmaThreads)
-    forward_kernel(float* out, float* lse, const float* qkv, int T, int C, int NH, int hs, float scale) {
+    forward_kernel(float* out, float* lse, const float* qkv, Heads L, int C, float scale) {
+  const int T = L.T, hs = L.hs;
   extern __shared__ float fsmem[];
   const int hp = hs + 1;
   float* sq = fsmem;             // [32][hs]  broadcast
@@ -70,10 +71,12 @@ __global__ void __launch_bounds__(kFmaThreads)
   float* sv = sk + kTile * hp;   // [32][hs]  column `lane`
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const int bh = blockIdx.x, b = bh / L.NH, h = bh % L.NH;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;
-  const size_t ld = 3 * size_t(C);
-  const float* q = qkv + size_t(b) * T * ld + size_t(h) * hs;
+  const size_t ld = L.ld();
+  const float* q = qkv + L.q(b, h);
+  const float* k = qkv + L.k(b, L.kv_of(h));
+  const float* v = qkv + L.v(b, L.kv_of(h));
   const int n_tiles = (min(q0 + kTile, T) - 1) / kTile + 1;
   load_rows(sq, hs, q, ld, q0, T, hs);
 
@@ -86,8 +89,8 @@ __global__ void __launch_bounds__(kFmaThreads)
   for (int j = 0; j < n_tiles; ++j) {
     const int k0 = j * kTile, key = k0 + lane;
     __syncthreads();  // the last tile's readers are done
-    load_rows(sk, hp, q + C, ld, k0, T, hs);
-    load_rows(sv, hs, q + 2 * C, ld, k0, T, hs);
+    load_rows(sk, hp, k, ld, k0, T, hs);
+    load_rows(sv, hs, v, ld, k0, T, hs);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -112,10 +115,12 @@ __global__ void __launch_bounds__(kFmaThreads)
   }
 }
 
-// dK, dV of the 32 keys [k0, k0+32) of one (b, h) (4 per warp) over the query tiles from the one
-// holding k0 on; lane j takes query r0 + j. grid (B*NH, ceil(T/32)).
+// dK, dV of the 32 keys [k0, k0+32) of one (b, kv head) (4 per warp): the CTA visits, for each
+// query head of the group in turn, the query tiles from the one holding k0 on, so the group's sum
+// is formed in registers in head order; lane j takes query r0 + j. grid (B*NKV, ceil(T/32)).
 __global__ void __launch_bounds__(kFmaThreads) dkdv_kernel(const BackwardArgs<float> a) {
-  const int T = a.T, C = a.C, hs = a.hs;
+  const Heads L = a.L;
+  const int T = L.T, C = a.C, hs = L.hs;
   extern __shared__ float fsmem[];
   const int hp = hs + 1;
   float* sk = fsmem;             // [32][hs]  broadcast
@@ -126,50 +131,54 @@ __global__ void __launch_bounds__(kFmaThreads) dkdv_kernel(const BackwardArgs<fl
   float* sd = sl + kTile;        // [32] D
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
+  const int b = blockIdx.x / L.NKV, kv = blockIdx.x % L.NKV;
   const int k0 = blockIdx.y * kTile;
-  const size_t ld = 3 * size_t(C);
-  const float* q = a.qkv + size_t(b) * T * ld + size_t(h) * hs;
-  const float* dy = a.dout + size_t(b) * T * C + size_t(h) * hs;
-  load_rows(sk, hs, q + C, ld, k0, T, hs);
-  load_rows(sv, hs, q + 2 * C, ld, k0, T, hs);
+  const size_t ld = L.ld();
+  load_rows(sk, hs, a.qkv + L.k(b, kv), ld, k0, T, hs);
+  load_rows(sv, hs, a.qkv + L.v(b, kv), ld, k0, T, hs);
 
   float dk[kRowsPerWarp][kCols] = {}, dv[kRowsPerWarp][kCols] = {};
-  for (int i = k0 / kTile; i * kTile < T; ++i) {
-    const int r0 = i * kTile, query = r0 + lane;
-    __syncthreads();
-    load_rows(sq, hp, q, ld, r0, T, hs);
-    load_rows(sdo, hp, dy, size_t(C), r0, T, hs);
-    if (threadIdx.x < kTile) {
-      sl[lane] = query < T ? a.lse[size_t(bh) * T + query] : INFINITY;
-      sd[lane] = query < T ? a.D[size_t(bh) * T + query] : 0.f;
-    }
-    __syncthreads();
+  for (int h = kv * L.group(); h < (kv + 1) * L.group(); ++h) {
+    const int bh = b * L.NH + h;
+    const float* q = a.qkv + L.q(b, h);
+    const float* dy = a.dout + size_t(b) * T * C + size_t(h) * hs;
+    for (int i = k0 / kTile; i * kTile < T; ++i) {
+      const int r0 = i * kTile, query = r0 + lane;
+      __syncthreads();
+      load_rows(sq, hp, q, ld, r0, T, hs);
+      load_rows(sdo, hp, dy, size_t(C), r0, T, hs);
+      if (threadIdx.x < kTile) {
+        sl[lane] = query < T ? a.lse[size_t(bh) * T + query] : INFINITY;
+        sd[lane] = query < T ? a.D[size_t(bh) * T + query] : 0.f;
+      }
+      __syncthreads();
 #pragma unroll
-    for (int kk = 0; kk < kRowsPerWarp; ++kk) {
-      const int kr = warp * kRowsPerWarp + kk;
-      const float s = dot(sk + kr * hs, sq + lane * hp, hs);
-      const float dp = dot(sv + kr * hs, sdo + lane * hp, hs);
-      const float p = query >= k0 + kr ? expf(s * a.scale - sl[lane]) : 0.f;
-      const float ds = p * (dp - sd[lane]);
-      add_weighted_rows(dv[kk], p, sdo, hp, hs, lane);
-      add_weighted_rows(dk[kk], ds, sq, hp, hs, lane);
+      for (int kk = 0; kk < kRowsPerWarp; ++kk) {
+        const int kr = warp * kRowsPerWarp + kk;
+        const float s = dot(sk + kr * hs, sq + lane * hp, hs);
+        const float dp = dot(sv + kr * hs, sdo + lane * hp, hs);
+        const float p = query >= k0 + kr ? expf(s * a.scale - sl[lane]) : 0.f;
+        const float ds = p * (dp - sd[lane]);
+        add_weighted_rows(dv[kk], p, sdo, hp, hs, lane);
+        add_weighted_rows(dk[kk], ds, sq, hp, hs, lane);
+      }
     }
   }
 #pragma unroll
   for (int kk = 0; kk < kRowsPerWarp; ++kk) {
     const int key = k0 + warp * kRowsPerWarp + kk;
     if (key >= T) continue;
-    float* g = a.dqkv + (size_t(b) * T + key) * ld + size_t(h) * hs;
-    store_row<true>(g + C, dk[kk], a.scale, hs, lane);
-    store_row<true>(g + 2 * C, dv[kk], 1.f, hs, lane);
+    const size_t row = size_t(key) * ld;
+    store_row<true>(a.dqkv + L.k(b, kv) + row, dk[kk], a.scale, hs, lane);
+    store_row<true>(a.dqkv + L.v(b, kv) + row, dv[kk], 1.f, hs, lane);
   }
 }
 
 // dQ of the 32 query rows [q0, q0+32) of one (b, h) (4 per warp) over the key tiles at or before
 // them; lane j takes key k0 + j. grid (B*NH, ceil(T/32)), y counting down.
 __global__ void __launch_bounds__(kFmaThreads) dq_kernel(const BackwardArgs<float> a) {
-  const int T = a.T, C = a.C, hs = a.hs;
+  const Heads L = a.L;
+  const int T = L.T, C = a.C, hs = L.hs;
   extern __shared__ float fsmem[];
   const int hp = hs + 1;
   float* sq = fsmem;             // [32][hs]  broadcast
@@ -178,11 +187,12 @@ __global__ void __launch_bounds__(kFmaThreads) dq_kernel(const BackwardArgs<floa
   float* sv = sk + kTile * hp;   // [32][hp]  lane j's row
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
+  const int bh = blockIdx.x, b = bh / L.NH, h = bh % L.NH;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;
-  const size_t ld = 3 * size_t(C);
-  const float* q = a.qkv + size_t(b) * T * ld + size_t(h) * hs;
-  load_rows(sq, hs, q, ld, q0, T, hs);
+  const size_t ld = L.ld();
+  const float* k = a.qkv + L.k(b, L.kv_of(h));
+  const float* v = a.qkv + L.v(b, L.kv_of(h));
+  load_rows(sq, hs, a.qkv + L.q(b, h), ld, q0, T, hs);
   load_rows(sdo, hs, a.dout + size_t(b) * T * C + size_t(h) * hs, size_t(C), q0, T, hs);
 
   float lr[kRowsPerWarp], dr[kRowsPerWarp], dq[kRowsPerWarp][kCols] = {};
@@ -196,8 +206,8 @@ __global__ void __launch_bounds__(kFmaThreads) dq_kernel(const BackwardArgs<floa
   for (int j = 0; j < n_tiles; ++j) {
     const int k0 = j * kTile, key = k0 + lane;
     __syncthreads();
-    load_rows(sk, hp, q + C, ld, k0, T, hs);
-    load_rows(sv, hp, q + 2 * C, ld, k0, T, hs);
+    load_rows(sk, hp, k, ld, k0, T, hs);
+    load_rows(sv, hp, v, ld, k0, T, hs);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -213,30 +223,31 @@ __global__ void __launch_bounds__(kFmaThreads) dq_kernel(const BackwardArgs<floa
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int row = q0 + warp * kRowsPerWarp + i;
     if (row >= T) continue;
-    store_row<true>(a.dqkv + (size_t(b) * T + row) * ld + size_t(h) * hs, dq[i], a.scale, hs, lane);
+    store_row<true>(a.dqkv + L.q(b, h) + size_t(row) * ld, dq[i], a.scale, hs, lane);
   }
 }
 
-dim3 fma_grid(const Dims& d) { return dim3(unsigned(d.B * d.NH), unsigned((d.T + kTile - 1) / kTile)); }
+// One CTA per 32-row tile of each (b, head): query heads (heads = NH) or kv heads (heads = NKV).
+dim3 fma_grid(const Dims& d, int heads) { return dim3(unsigned(d.B * heads), unsigned((d.T + kTile - 1) / kTile)); }
 
 }  // namespace
 
 void forward_fma(float* out, float* lse, const float* qkv, const Dims& d, cudaStream_t s) {
   const size_t smem = size_t(kTile) * (3 * d.hs + 1) * sizeof(float);
   allow_smem(forward_kernel, smem);
-  forward_kernel<<<fma_grid(d), kFmaThreads, smem, s>>>(out, lse, qkv, d.T, d.C, d.NH, d.hs, d.scale);
+  forward_kernel<<<fma_grid(d, d.NH), kFmaThreads, smem, s>>>(out, lse, qkv, d.heads(), d.C, d.scale);
   check_launch("attention_forward (f32)");
 }
 
 void backward_fma(const BackwardArgs<float>& a, const Dims& d, cudaStream_t s) {
   const size_t dkdv_smem = size_t(kTile) * (4 * d.hs + 2 + 2) * sizeof(float);
   allow_smem(dkdv_kernel, dkdv_smem);
-  dkdv_kernel<<<fma_grid(d), kFmaThreads, dkdv_smem, s>>>(a);
+  dkdv_kernel<<<fma_grid(d, d.NKV), kFmaThreads, dkdv_smem, s>>>(a);
   check_launch("attention_backward dK/dV (f32)");
 
   const size_t dq_smem = size_t(kTile) * (4 * d.hs + 2) * sizeof(float);
   allow_smem(dq_kernel, dq_smem);
-  dq_kernel<<<fma_grid(d), kFmaThreads, dq_smem, s>>>(a);
+  dq_kernel<<<fma_grid(d, d.NH), kFmaThreads, dq_smem, s>>>(a);
   check_launch("attention_backward dQ (f32)");
 }
 

@@ -78,15 +78,13 @@ __device__ __forceinline__ void stream_tiles(int first, int n, Load&& load, Body
 }
 
 // Where a thread sits: its warp, its lane and the lane's fragment coordinates g and t ([Note: mma
-// fragments]), and the head (b, h) of its CTA (blockIdx.x = b*NH + h), whose q at t = 0 is `q`
-// (k and v follow C and 2C further on in each row of qkv, whose stride is ld = 3C).
+// fragments]), and the batch row b and head of its CTA (blockIdx.x = b * heads + head, heads
+// being NH for a CTA of one query head, NKV for one of a kv head).
 struct Cta {
-  int warp, lane, g, t, bh, b, h;
-  size_t ld;
-  const bf16* q;
-  __device__ Cta(const bf16* qkv, int T, int C, int NH, int hs)
-      : warp(int(threadIdx.x) >> 5), lane(int(threadIdx.x) & 31), g(lane >> 2), t(lane & 3), bh(int(blockIdx.x)),
-        b(bh / NH), h(bh % NH), ld(3 * size_t(C)), q(qkv + size_t(b) * T * ld + size_t(h) * hs) {}
+  int warp, lane, g, t, b, head;
+  __device__ explicit Cta(int heads)
+      : warp(int(threadIdx.x) >> 5), lane(int(threadIdx.x) & 31), g(lane >> 2), t(lane & 3),
+        b(int(blockIdx.x) / heads), head(int(blockIdx.x) % heads) {}
 };
 
 // acc (16 x N) += A (16 x K) B^T for one warp: A's 16 rows and B's N rows (K wide, row stride

@@ -1,7 +1,7 @@
 // bf16 causal attention forward on the tensor cores, FlashAttention-2 style: a CTA owns 64 query
-// rows of one (b, h), 16 per warp, and streams the keys and values of the rows at or before them
-// through shared memory 64 at a time; each warp keeps a running max and sum per row (online
-// softmax) and its 16 x hs output in registers, so the T x T scores never exist anywhere.
+// rows of one (b, h), 16 per warp, and streams the keys and values of h's kv head at the rows at
+// or before them through shared memory 64 at a time; each warp keeps a running max and sum per
+// row (online softmax) and its 16 x hs output in registers, so the T x T scores never exist.
 // Legend: kernels/cuda/attention.cuh.
 #include <cmath>
 
@@ -14,7 +14,8 @@ namespace {
 // grid (B*NH, ceil(T/64)); y counts down the query tiles so the longest (last) run first.
 template <int HSP>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int C, int NH, int hs, float scale) {
+    forward_kernel(bf16* out, float* lse, const bf16* qkv, Heads L, int C, float scale) {
+  const int T = L.T, hs = L.hs;
   using G = Geometry<HSP>;
   constexpr int LD = G::kLd, BR = kOwnRows, BC = G::kFwdStream;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -22,7 +23,10 @@ __global__ void __launch_bounds__(kThreads)
   bf16* sk = sq + BR * LD;                    // [2][BC][LD]
   bf16* sv = sk + 2 * BC * LD;                // [2][BC][LD]
 
-  const Cta cta(qkv, T, C, NH, hs);
+  const Cta cta(L.NH);
+  const int h = cta.head, bh = cta.b * L.NH + h;
+  const size_t ld = L.ld();
+  const bf16* q = qkv + L.q(cta.b, h);
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BR;
   const int row_a = q0 + cta.warp * 16 + cta.g, row_b = row_a + 8;  // this thread's two rows
   const float sl2 = scale * kLog2e;  // scores in log2 units: exp2 is one instruction
@@ -31,9 +35,10 @@ __global__ void __launch_bounds__(kThreads)
   // added at the end: every rescale multiplies all shares alike).
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
 
-  load_tile<BR, HSP>(sq, cta.q + q0 * cta.ld, cta.ld, T - q0, hs);
+  load_tile<BR, HSP>(sq, q + q0 * ld, ld, T - q0, hs);
   // Key tiles up to the one holding the last real row of this query tile.
-  stream_tiles(0, (min(q0 + BR, T) - 1) / BC + 1, kv_loader<BC, HSP>(sk, sv, cta.q + C, cta.q + 2 * C, cta.ld, T, hs),
+  stream_tiles(0, (min(q0 + BR, T) - 1) / BC + 1,
+               kv_loader<BC, HSP>(sk, sv, qkv + L.k(cta.b, L.kv_of(h)), qkv + L.v(cta.b, L.kv_of(h)), ld, T, hs),
                [&](int j, int stage) {
     const int k0 = j * BC;
     float s[BC / 8][4] = {};
@@ -90,11 +95,11 @@ __global__ void __launch_bounds__(kThreads)
     l_a += __shfl_xor_sync(0xffffffffu, l_a, w);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, w);
   }
-  store_rows<false, HSP>(out + size_t(cta.b) * T * C + size_t(cta.h) * hs, size_t(C), o, q0 + cta.warp * 16, T, hs,
+  store_rows<false, HSP>(out + size_t(cta.b) * T * C + size_t(h) * hs, size_t(C), o, q0 + cta.warp * 16, T, hs,
                          1.f / l_a, 1.f / l_b, cta.lane);
   if (cta.t == 0) {
-    if (row_a < T) lse[size_t(cta.bh) * T + row_a] = (m_a + log2f(l_a)) * kLn2;
-    if (row_b < T) lse[size_t(cta.bh) * T + row_b] = (m_b + log2f(l_b)) * kLn2;
+    if (row_a < T) lse[size_t(bh) * T + row_a] = (m_a + log2f(l_a)) * kLn2;
+    if (row_b < T) lse[size_t(bh) * T + row_b] = (m_b + log2f(l_b)) * kLn2;
   }
 }
 
@@ -104,7 +109,7 @@ void forward(bf16* out, float* lse, const bf16* qkv, const Dims& d, cudaStream_t
   constexpr size_t smem = size_t(kOwnRows + 4 * G::kFwdStream) * G::kLd * sizeof(bf16);
   allow_smem(forward_kernel<HSP>, smem);
   const dim3 grid(unsigned(d.B * d.NH), unsigned((d.T + kOwnRows - 1) / kOwnRows));
-  forward_kernel<HSP><<<grid, kThreads, smem, s>>>(out, lse, qkv, d.T, d.C, d.NH, d.hs, d.scale);
+  forward_kernel<HSP><<<grid, kThreads, smem, s>>>(out, lse, qkv, d.heads(), d.C, d.scale);
   check_launch("attention_forward (bf16 mma)");
 }
 

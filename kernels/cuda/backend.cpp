@@ -45,15 +45,6 @@ void by_dtype(const char* op, DType t, std::initializer_list<const Tensor*> same
 }
 
 // Device scratch of at least `bytes`, charged to activations; freed on this stream.
-// The CUDA attention kernels read q, k and v as three C-wide column blocks: grouped-query heads
-// are the CPU's so far, and refused here by name.
-void require_multi_head(const char* op, int n_head, int n_kv_head) {
-  if (n_kv_head != n_head)
-    throw std::invalid_argument(std::string("cuda ") + op + ": grouped-query attention (" + std::to_string(n_head) +
-                                " query heads, " + std::to_string(n_kv_head) +
-                                " key/value heads) has no CUDA kernel yet; it runs on the cpu");
-}
-
 Tensor scratch_bytes(const Tensor& like, size_t bytes) {
   return Tensor::empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::f32, MemCategory::activations,
                        like.allocator());
@@ -133,22 +124,21 @@ class CudaBackend final : public Backend {
     });
   }
   Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head) const override {
-    require_multi_head("attention_forward", n_head, n_kv_head);
     const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1);
     Tensor lse = Tensor::empty({B, n_head, T_}, DType::f32, MemCategory::activations, qkv.allocator());
     by_dtype("attention_forward", qkv.dtype(), {&out}, [&]<class T>(T) {
-      cuda::attention_forward<T>(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), B, T_, dim_of(out, -1), n_head, stream());
+      cuda::attention_forward<T>(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), B, T_, dim_of(out, -1), n_head, n_kv_head,
+                                 stream());
     });
     return lse;
   }
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& lse, int n_head, int n_kv_head) const override {
-    require_multi_head("attention_backward", n_head, n_kv_head);
     const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1);
     const Tensor scratch = scratch_bytes(qkv, static_cast<size_t>(B) * n_head * T_ * sizeof(float));
     by_dtype("attention_backward", qkv.dtype(), {&dqkv, &dout, &out}, [&]<class T>(T) {
       cuda::attention_backward<T>(ptr<T>(dqkv), ptr<float>(scratch), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out),
-                                  stats(lse), B, T_, dim_of(out, -1), n_head, stream());
+                                  stats(lse), B, T_, dim_of(out, -1), n_head, n_kv_head, stream());
     });
   }
   void gelu_forward(const Tensor& out, const Tensor& x) const override {

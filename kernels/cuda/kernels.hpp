@@ -128,18 +128,22 @@ void residual_forward(T* out, const T* a, const T* b, size_t n, cudaStream_t s);
 template <class T>
 void residual_backward(T* da, T* db, const T* dout, size_t n, cudaStream_t s);
 
-// ---- causal self-attention, tiled online softmax (flash style) ----
-// qkv (B,T,3C); out (B,T,C); lse (B,NH,T) f32: each row's logsumexp of the scaled scores, which
-// the backward uses instead of the (B,NH,T,T) probabilities the CPU twin keeps. The head size
-// hs = C/NH must be a multiple of 8 up to 128 (64 is the fast case), else std::invalid_argument;
-// bf16 pointers must be 16-byte aligned (std::invalid_argument otherwise).
+// ---- causal self-attention, tiled online softmax (flash style), grouped-query heads ----
+// NH query heads share NKV key/value heads (NH % NKV == 0; NKV = NH: multi-head), query head h
+// reading kv head h / (NH/NKV), as on the CPU: qkv (B,T,(NH+2*NKV)*hs) holds the query heads, then
+// the key heads, then the value heads; out (B,T,C) with C = NH*hs; lse (B,NH,T) f32: each row's
+// logsumexp of the scaled scores, which the backward uses instead of the (B,NH,T,T) probabilities
+// the CPU twin keeps. The head size hs = C/NH must be a multiple of 8 up to 128 (64 is the fast
+// case), else std::invalid_argument; bf16 pointers must be 16-byte aligned (std::invalid_argument
+// otherwise).
 template <class T>
-void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, cudaStream_t s);
-// dqkv (B,T,3C) += d/dqkv, from dout, qkv and the forward's out and lse. scratch: B*NH*T floats
-// of device memory the op overwrites (rowsum(dout * out) per row); nothing is allocated inside.
+void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, int NKV, cudaStream_t s);
+// dqkv (B,T,(NH+2*NKV)*hs) += d/dqkv, from dout, qkv and the forward's out and lse; a kv head's
+// gradient is the sum over its query heads, added in head order inside one CTA (no atomics).
+// scratch: B*NH*T floats of device memory the op overwrites (rowsum(dout * out) per row).
 template <class T>
 void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse, int B,
-                        int T_, int C, int NH, cudaStream_t s);
+                        int T_, int C, int NH, int NKV, cudaStream_t s);
 
 // ---- fused softmax cross-entropy over a padded vocabulary (logits (N,Vp), one part) ----
 // losses (N), lse (N) f32; returns nothing: the count of rows is counted on the host by the

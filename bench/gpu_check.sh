@@ -3,15 +3,16 @@
 # fresh build dir (CUDA on; MPI and io_uring off, which that machine lacks), runs the CUDA kernel
 # and NCCL tests, then bench/gpu_kernels (every kernel against the copy and GEMM ceilings),
 # bench/gpu_step (the Trainer's GPT-2 step on a fixed batch: the loss falls, MFU) and `ztrain train`
-# itself on the GPU (GPT-2 124M, bf16, B=16 T=1024, stage 0 and 3, over a data file), each under a
-# timeout. Full logs go to $OUT; a short table is printed last. It carries on past a failing step
-# to the table, and exits 1 if any step failed.
+# itself on the GPU (GPT-2 124M, bf16, B=16 T=1024, stage 0 and 3, and stage 0 with cuDNN's
+# attention, over a data file), each under a timeout. Full logs go to $OUT; a short table is
+# printed last. It carries on past a failing step to the table, and exits 1 if any step failed.
 #
 # That machine has no Eigen, doctest or nlohmann-json and nothing can be fetched there: run
 # scripts/vendor-headers.sh here first and carry `vendor`. Where it has no pkg-config,
 # scripts/pkg-config-lite.py reads the vendored .pc files; where its toolkit has no NCCL, the one in
 # Python's nvidia-nccl wheel is used, and failing that the build goes on without NCCL (test_nccl is
-# then reported as not built).
+# then reported as not built); cuDNN likewise from the nvidia-cudnn wheel, and failing that the
+# build has no cuDNN attention (its test cases then fail by name).
 #
 #   usage (repository root): OUT=/some/dir bash bench/gpu_check.sh
 #   (ZT_GPU_BUILD: the build dir, /tmp/ztrain-gpu-build; ZT_JOBS: 16; ZT_BUILD_TIMEOUT: 240 s)
@@ -35,21 +36,25 @@ command -v pkg-config >/dev/null || export PKG_CONFIG=$root/scripts/pkg-config-l
 if command -v meson >/dev/null; then meson=(meson); else meson=(python3 -m mesonbuild.mesonmain); fi
 if command -v ninja >/dev/null; then ninja=(ninja); else ninja=(python3 -m ninja); fi
 
-# NCCL from the pip wheel where the toolkit has none: gcc finds it through CPATH and LIBRARY_PATH
-# (meson's find_library asks gcc for its search dirs), the loader through LD_LIBRARY_PATH. The
-# wheel ships libnccl.so.2 alone, so an unversioned link is made for the linker.
+# NCCL and cuDNN from their pip wheels where the toolkit has none: gcc finds them through CPATH
+# and LIBRARY_PATH (meson's find_library asks gcc for its search dirs), the loader through
+# LD_LIBRARY_PATH. The wheels ship versioned libraries alone (libnccl.so.2, libcudnn.so.9), so an
+# unversioned link is made for the linker. cuDNN's frontend headers come in vendor/.
 cuda_home=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
-if [ ! -e "$cuda_home/include/nccl.h" ]; then
-  nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
-  if [ -n "$nccl" ] && [ -e "$nccl/include/nccl.h" ]; then
-    mkdir -p /tmp/ztrain-nccl-link
-    ln -sf "$(ls "$nccl"/lib/libnccl.so* | head -1)" /tmp/ztrain-nccl-link/libnccl.so
-    export CPATH=$nccl/include${CPATH:+:$CPATH}
-    export LIBRARY_PATH=/tmp/ztrain-nccl-link:$nccl/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
-    export LD_LIBRARY_PATH=$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    note "nccl: from $nccl"
-  fi
-fi
+from_wheel() {  # name: nccl or cudnn (the module nvidia.NAME, its NAME.h and libNAME.so.*)
+  [ -e "$cuda_home/include/$1.h" ] && return
+  local dir
+  dir=$(python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null)
+  [ -n "$dir" ] && [ -e "$dir/include/$1.h" ] || return
+  mkdir -p "/tmp/ztrain-$1-link"
+  ln -sf "$(ls "$dir"/lib/lib"$1".so* | head -1)" "/tmp/ztrain-$1-link/lib$1.so"
+  export CPATH=$dir/include${CPATH:+:$CPATH}
+  export LIBRARY_PATH=/tmp/ztrain-$1-link:$dir/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  note "$1: from $dir"
+}
+from_wheel nccl
+from_wheel cudnn
 
 # step NAME SECONDS COMMAND...: runs it with its log in $OUT/NAME.log; notes ok / skipped / FAIL.
 step() {
@@ -111,11 +116,11 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
     f.write(struct.pack("<%dH" % n, *(r.randrange(50257) for _ in range(n))))
 PY
-train_e2e() {  # name stage
+train_e2e() {  # name stage attention
   cat >"$OUT/$1.json" <<JSON
 {"model": {"n_layer": 12, "n_head": 12, "n_embd": 768, "max_seq_len": 1024, "vocab_size": 50257, "padded_vocab_size": 50304},
  "data": {"format": "llmc", "train": "$shard", "seq_len": 1024},
- "train": {"steps": 12, "seed": 5, "val_interval": 0, "device": "cuda"},
+ "train": {"steps": 12, "seed": 5, "val_interval": 0, "device": "cuda", "attention": "${3:-ztrain}"},
  "zero_optimization": {"stage": $2}, "train_micro_batch_size_per_gpu": 16, "steps_per_print": 1,
  "optimizer": {"type": "AdamW", "params": {"lr": 6e-4, "weight_decay": 0.1}}, "gradient_clipping": 1.0}
 JSON
@@ -126,18 +131,19 @@ JSON
 }
 train_e2e ztrain_stage0 0
 train_e2e ztrain_stage3 3
+train_e2e ztrain_cudnn 0 cudnn  # the same as stage 0, attention through cuDNN
 
 echo
 echo "==== test cases (doctest) ===="
 grep -h "test cases:" "$OUT/test_cuda_kernels.log" 2>/dev/null | tail -1
 grep -h -A3 "ERROR\|FAILED" "$OUT/test_cuda_kernels.log" 2>/dev/null | head -20
 echo "==== gpu_kernels ===="
-tail -36 "$OUT/gpu_kernels.log" 2>/dev/null
+tail -44 "$OUT/gpu_kernels.log" 2>/dev/null
 echo "==== gpu_step ===="
 grep -h "^RESULT\|^#\|LOSS\|gpu_step:" "$OUT/gpu_step.log" 2>/dev/null
 echo "==== ztrain train on cuda (GPT-2 124M, bf16, B=16 T=1024; MFU against the GEMM ceiling above) ===="
 gemm=$(grep -ho "GEMM ceiling (bf16 8192^3): [0-9.]*" "$OUT/gpu_step.log" 2>/dev/null | awk '{print $NF}')
-for n in ztrain_stage0 ztrain_stage3; do
+for n in ztrain_stage0 ztrain_stage3 ztrain_cudnn; do
   line=$(grep -h "^step" "$OUT/$n.log" 2>/dev/null | tail -1)
   gf=$(echo "$line" | grep -o "[0-9.]* GFLOP/s" | awk '{print $1}')
   mfu=$( [ -n "$gf" ] && [ -n "$gemm" ] && awk -v g="$gf" -v c="$gemm" 'BEGIN{printf "%.1f%%", g/1000/c*100}')

@@ -4,7 +4,8 @@
 // GB/s over their minimum bytes (each input read once, each output written once; an accumulated
 // output read and written); GEMMs and attention report TFLOP/s. Method: bench/gpu_common.hpp
 // (warm-up, CUDA events, median of 25, random non-zero data, inputs rotated when they fit in L2).
-// Exits 77 without a device. Driver: bench/gpu_check.sh.
+// Attention also through cuDNN's fused kernel (train.attention "cudnn"), beside ours, at GPT-2's
+// heads and at SmolLM2's grouped-query ones. Exits 77 without a device. Driver: bench/gpu_check.sh.
 //
 // Legend: B batch, T sequence, C channels, NH heads, N = B*T rows, Vp padded vocabulary.
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "bench/gpu_common.hpp"
+#include "kernels/cuda/attention_cudnn.hpp"
 
 namespace {
 
@@ -151,6 +153,23 @@ void attention_case(Bench& b, const std::string& name, int nh, int nkv, int hs) 
        [&](int) { zc::attention_forward(out[0], lse[0], qkv[0], B, T, ci, nh, nkv, b.s); });
   b.fl("attention_backward" + name, 2.5 * flops, [&](int) {
     zc::attention_backward(dqkv[0], scratch, dout[0], qkv[0], out[0], lse[0], B, T, ci, nh, nkv, b.s);
+  });
+  // cuDNN's fused attention on the same tensors (train.attention "cudnn"), its backward with the
+  // add onto dqkv that the backend does; its workspace grows to the largest it asks for.
+  if (!zc::cudnn::available()) return;
+  void* ws = nullptr;
+  size_t ws_bytes = 0;
+  const zc::cudnn::Workspace workspace = [&](size_t bytes) {
+    if (bytes > ws_bytes) ws = device_alloc<char>(ws_bytes = bytes);
+    return ws;
+  };
+  bf16* grad = device_alloc<bf16>(N * width);
+  b.fl("cudnn attention_forward" + name, flops, [&](int) {
+    zc::cudnn::attention_forward(out[0], lse[0], qkv[0], B, T, ci, nh, nkv, workspace, b.s);
+  });
+  b.fl("cudnn attention_backward" + name, 2.5 * flops, [&](int) {
+    zc::cudnn::attention_backward(grad, dout[0], qkv[0], out[0], lse[0], B, T, ci, nh, nkv, workspace, b.s);
+    zc::residual_backward(dqkv[0], static_cast<bf16*>(nullptr), grad, N * width, b.s);
   });
 }
 

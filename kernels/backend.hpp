@@ -12,12 +12,19 @@
 // losses and logsumexp) are f32 whatever the activations' dtype.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "tensor/tape.hpp"
 #include "tensor/tensor.hpp"
 
 namespace zt {
+
+// Which kernels run causal attention: our own (every backend; on cuda kernels/cuda/attention*.cu,
+// f32 and bf16) or cuDNN's fused scaled-dot-product attention (cuda, bf16 only:
+// kernels/cuda/attention_cudnn.hpp). Chosen by train.attention; the backends refuse, by name,
+// what they do not have.
+enum class AttentionKernel : uint8_t { own, cudnn };
 
 // AdamW's hyper-parameters for one call; t is the 1-based step, grads are multiplied by
 // grad_scale first (clipping, loss-scale removal).
@@ -34,6 +41,8 @@ class Backend : public RangeMarker {
   virtual Device device() const = 0;
   // Whether activations and parameters of dtype `t` can be computed in (cpu: f32; cuda: f32, bf16).
   virtual bool computes_in(DType t) const = 0;
+  // Whether this backend has attention `k` (cpu: our own; cuda: also cuDNN's, in a build with it).
+  virtual bool has_attention(AttentionKernel k) const { return k == AttentionKernel::own; }
 
   // ---- the model's ops ----
   // tokens (B,T) i32 of this device; wte (rows,C) holding the table's rows from row0, wpe (maxT,C);
@@ -59,10 +68,11 @@ class Backend : public RangeMarker {
   // Causal attention over qkv (B,T,(n_head+2*n_kv_head)*hs), grouped-query when n_kv_head <
   // n_head (kernels/cpu/kernels.hpp has the layout) -> out (B,T,n_head*hs). Returns what the
   // backward needs besides qkv and out: the CPU keeps the (B,NH,T,T) probabilities, the CUDA
-  // kernels each row's (B,NH,T) logsumexp.
-  virtual Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head) const = 0;
+  // kernels (ours and cuDNN's alike) each row's (B,NH,T) logsumexp.
+  virtual Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head,
+                                   AttentionKernel kernel) const = 0;
   virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                  const Tensor& saved, int n_head, int n_kv_head) const = 0;
+                                  const Tensor& saved, int n_head, int n_kv_head, AttentionKernel kernel) const = 0;
   virtual void gelu_forward(const Tensor& out, const Tensor& x) const = 0;
   virtual void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const = 0;
   // x (...,2F) holds [gate | up] -> out (...,F) = silu(gate) * up.

@@ -131,7 +131,7 @@ Tensor linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& b
   return out;
 }
 
-Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head) {
+Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head, AttentionKernel kernel) {
   Tape::Timer timer(tape, "attention");
   const Backend& be = backend_of("attention", {&qkv});
   require(n_head > 0 && n_kv_head > 0 && n_head % n_kv_head == 0, "attention",
@@ -143,10 +143,10 @@ Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head) {
   const int64_t B = qkv.dim(0), T = qkv.dim(1), hs = qkv.dim(2) / heads;
   const bool track = tracks(tape, {&qkv});
   Tensor out = output(track, qkv, {B, T, n_head * hs});
-  Tensor saved = be.attention_forward(out, qkv, n_head, n_kv_head);
+  Tensor saved = be.attention_forward(out, qkv, n_head, n_kv_head, kernel);
   if (track)
-    tape.record("attention", {out}, [&be, out, qkv, saved, n_head, n_kv_head] {
-      be.attention_backward(grad_of(qkv), out.grad(), qkv, out, saved, n_head, n_kv_head);
+    tape.record("attention", {out}, [&be, out, qkv, saved, n_head, n_kv_head, kernel] {
+      be.attention_backward(grad_of(qkv), out.grad(), qkv, out, saved, n_head, n_kv_head, kernel);
     });
   return out;
 }

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "tensor/tape.hpp"
 #include "tensor/tensor.hpp"
 
@@ -20,8 +21,10 @@ Tensor rmsnorm(Tape& tape, const Tensor& x, const Tensor& weight, float eps);
 // x (...,C), weight (OC,C), bias (OC) or undefined -> (...,OC)
 Tensor linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias);
 // qkv (B,T,(n_head+2*n_kv_head)*hs) -> (B,T,n_head*hs), causal; n_kv_head = n_head is GPT-2's
-// (B,T,3C) -> (B,T,C), fewer key/value heads grouped-query attention (kernels/cpu/kernels.hpp).
-Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head);
+// (B,T,3C) -> (B,T,C), fewer key/value heads grouped-query attention (kernels/cpu/kernels.hpp);
+// through `kernel` (kernels/backend.hpp).
+Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head,
+                 AttentionKernel kernel = AttentionKernel::own);
 Tensor gelu(Tape& tape, const Tensor& x);
 // x (...,2F) holding [gate | up] -> (...,F) = silu(gate) * up
 Tensor swiglu(Tape& tape, const Tensor& x);

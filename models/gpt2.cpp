@@ -150,10 +150,10 @@ void GPT2::init_unit(int u, uint64_t seed) {
   }
 }
 
-Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head) {
+Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head, AttentionKernel attention) {
   Tensor h = ops::layernorm(tape, x, p[LN1W], p[LN1B]);
   Tensor qkv = ops::linear(tape, h, p[QKVW], p[QKVB]);
-  Tensor y = ops::attention(tape, qkv, n_head, n_head);
+  Tensor y = ops::attention(tape, qkv, n_head, n_head, attention);
   Tensor x2 = ops::add(tape, x, ops::linear(tape, y, p[ATTPROJW], p[ATTPROJB]));
   Tensor h2 = ops::layernorm(tape, x2, p[LN2W], p[LN2B]);
   Tensor f = ops::gelu(tape, ops::linear(tape, h2, p[FCW], p[FCB]));
@@ -177,7 +177,7 @@ Tensor GPT2::embed(Tape& tape, const Tensor& host_tokens) {
 }
 
 Tensor GPT2::block(Tape& tape, int layer, const Tensor& x) {
-  return gpt2_block(tape, unit_params(block_unit(layer)), x, dims().n_head);
+  return gpt2_block(tape, unit_params(block_unit(layer)), x, dims().n_head, attention_kernel());
 }
 
 std::vector<Tensor> GPT2::head(Tape& tape, const Tensor& x) {

@@ -46,7 +46,7 @@ double gpt2_flops_per_token(const ModelDims& d, int T);
 // One transformer block: x + attn(ln1(x)), then + mlp(ln2(.)); `p` holds the block's 12 tensors
 // in llm.c's order (ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw,
 // fcprojb).
-Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head);
+Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head, AttentionKernel attention);
 
 class GPT2 final : public Model {
  public:

@@ -136,11 +136,12 @@ std::vector<float> llama_inv_freq(const ModelDims& dims) {
   return f;
 }
 
-Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d) {
+Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d,
+                   AttentionKernel attention) {
   const float eps = static_cast<float>(d.rms_norm_eps);
   Tensor h = ops::rmsnorm(tape, x, p.input_norm, eps);
   Tensor qkv = ops::rope(tape, ops::linear(tape, h, p.qkv, p.qkv_bias), inv_freq, d.n_head, d.n_kv_head);
-  Tensor y = ops::attention(tape, qkv, d.n_head, d.n_kv_head);
+  Tensor y = ops::attention(tape, qkv, d.n_head, d.n_kv_head, attention);
   Tensor x2 = ops::add(tape, x, ops::linear(tape, y, p.o_proj, Tensor()));
   Tensor h2 = ops::rmsnorm(tape, x2, p.post_norm, eps);
   Tensor g = ops::swiglu(tape, ops::linear(tape, h2, p.gate_up, Tensor()));
@@ -235,7 +236,7 @@ Tensor Llama::block(Tape& tape, int layer, const Tensor& x) {
                            param(u, bi.post_norm),
                            fused(u, kGateUp),
                            param(u, bi.down)};
-  return llama_block(tape, p, x, inv_freq_on(x), dims());
+  return llama_block(tape, p, x, inv_freq_on(x), dims(), attention_kernel());
 }
 
 std::vector<Tensor> Llama::head(Tape& tape, const Tensor& x) {

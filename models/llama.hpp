@@ -39,7 +39,8 @@ struct LlamaBlockParams {
   const Tensor& gate_up;
   const Tensor& down_proj;
 };
-Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d);
+Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d,
+                   AttentionKernel attention);
 
 class Llama final : public Model {
  public:

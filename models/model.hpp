@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "models/model_dims.hpp"
 #include "tensor/tape.hpp"
 #include "tensor/tensor.hpp"
@@ -105,6 +106,10 @@ class Model {
   // whatever the embedding's units: [Note: weights in file order] in runtime/checkpoint/weights.cpp.
   virtual void for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const = 0;
 
+  // Which kernels run the blocks' attention (train.attention): our own unless set otherwise.
+  void set_attention_kernel(AttentionKernel k) { attention_kernel_ = k; }
+  AttentionKernel attention_kernel() const { return attention_kernel_; }
+
  protected:
   // The model's math, each step bracketing its units on the tape (tape.begin_unit/end_unit).
   // tokens (B,T) i32 on the host, checked against the vocabulary -> the residual stream (B,T,C).
@@ -123,6 +128,7 @@ class Model {
   int embedding_units_;
   std::vector<std::vector<Tensor>> bound_;
   std::vector<std::vector<Tensor>> fused_;
+  AttentionKernel attention_kernel_ = AttentionKernel::own;
 };
 
 // The smallest K dividing `rows` for which a K-th of a (rows, cols) table holds at most

@@ -249,6 +249,7 @@ void read_train(Section& top, TrainConfig& t, Seen& seen) {
   s->get("comm_timeout_s", t.comm_timeout_s);
   s->get("comm_progress", t.comm_progress);
   s->get("device", t.device);
+  s->get("attention", t.attention);
   s->get("skip_nonfinite_steps", t.skip_nonfinite_steps);
   // A folder, or true: the checkpoint root (checkpoint.dir), resolved in check_values.
   if (const json* v = s->find("resume"); v && v->is_boolean()) {
@@ -621,6 +622,13 @@ void check_values(Config& c, const Seen& seen) {
   if (t.device != "cpu" && t.device != "cuda")
     fail("train.device", "expected \"cpu\" or \"cuda\", got " + show(t.device));
   if (t.device == "cuda" && !seen.precision) c.precision.dtype = "bf16";
+  if (t.attention != "ztrain" && t.attention != "cudnn")
+    fail("train.attention", "expected \"ztrain\" or \"cudnn\", got " + show(t.attention));
+  if (t.attention == "cudnn" && t.device != "cuda")
+    fail("train.attention", "\"cudnn\" (cuDNN's fused attention) runs on cuda only; train.device is " + show(t.device));
+  if (t.attention == "cudnn" && c.precision.dtype != "bf16")
+    fail("train.attention", std::string("\"cudnn\" computes in bf16 only: it needs bf16.enabled (the default on cuda), "
+                                        "not ") + (c.precision.dtype == "f16" ? "fp16, which computes in f32" : "fp32"));
   at_least("train.val_interval", t.val_interval, 0);
   // llm.c shards hold out nothing by themselves: asked-for validation without data.val would never run.
   if (seen.val_interval && t.val_interval > 0 && d.format == "llmc" && d.val.empty())

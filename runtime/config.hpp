@@ -67,6 +67,9 @@ struct TrainConfig {
   // process sees; collectives over NCCL, bootstrapped over the ranks' MPI). On cuda bf16 is the
   // default precision (a config that names neither bf16 nor fp16 gets bf16.enabled).
   std::string device = "cpu";
+  // Which kernels run attention: "ztrain" (our own, every device and dtype) or "cudnn" (cuDNN's
+  // fused scaled-dot-product attention: cuda and bf16 only, in a build with cuDNN).
+  std::string attention = "ztrain";
 };
 
 // Checkpoints ([Note: checkpoint layout] in runtime/checkpoint/checkpoint.hpp).

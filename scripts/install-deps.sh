@@ -59,6 +59,28 @@ if [ ! -s "$smollm2" ]; then
   rm -rf "$wheel_dir"
 fi
 
+# cuDNN's C++ graph API (the "frontend": header-only, MIT), through which the CUDA build reaches
+# cuDNN's fused attention (kernels/cuda/attention_cudnn.cpp). The toolkit ships cuDNN's C library
+# but not these headers; NVIDIA publishes them in the PyPI wheel nvidia-cudnn-frontend, whose
+# include/ is unpacked here with a pkg-config file that meson.build finds.
+cudnn_fe=/usr/local/share/ztrain/cudnn-frontend-1.32.0
+if [ ! -s "$cudnn_fe/include/cudnn_frontend.h" ]; then
+  echo "install-deps: unpacking cuDNN's frontend headers from the wheel nvidia-cudnn-frontend (pip download) to $cudnn_fe"
+  wheel_dir=$(mktemp -d)
+  /usr/bin/python3 -m pip download -q --no-deps --only-binary :all: --python-version 3.11 \
+    "nvidia-cudnn-frontend==1.32.0" -d "$wheel_dir"
+  $sudo mkdir -p "$cudnn_fe"
+  $sudo /usr/bin/python3 -c "import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith('include/')])" "$wheel_dir"/nvidia_cudnn_frontend-*.whl "$cudnn_fe"
+  rm -rf "$wheel_dir"
+fi
+if [ ! -s /usr/local/lib/pkgconfig/cudnn_frontend.pc ]; then
+  $sudo mkdir -p /usr/local/lib/pkgconfig
+  printf 'includedir=%s/include\n\nName: cudnn_frontend\nDescription: cuDNN graph API headers (PyPI nvidia-cudnn-frontend)\nVersion: 1.32.0\nCflags: -isystem ${includedir}\n' \
+    "$cudnn_fe" | $sudo tee /usr/local/lib/pkgconfig/cudnn_frontend.pc >/dev/null
+fi
+
 # DeepSpeed's own memory estimators check `ztrain estimate`'s DeepSpeed column
 # (tests/ref/deepspeed_estimate.py, which takes the functions from the source). Its PyPI package is
 # an sdist that needs a CUDA-era torch to install, so the sdist itself (2 MB) is kept where

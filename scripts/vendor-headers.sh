@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Copies the header-only dependencies (Eigen, doctest, nlohmann-json) from this machine's
-# /usr/include into vendor/ (git-ignored), with pkg-config files that point at them, so that a
+# Copies the header-only dependencies (Eigen, doctest, nlohmann-json, and cuDNN's frontend where
+# installed) from this machine into vendor/ (git-ignored), with pkg-config files that point at them, so that a
 # machine without these packages (the lent GPU machine: bench/gpu_check.sh) can configure ztrain
 # with PKG_CONFIG_PATH=vendor/pkgconfig. Run from the repository root; carry `vendor` along.
 set -euo pipefail
@@ -10,6 +10,9 @@ mkdir -p "$dest/include" "$dest/pkgconfig"
 cp -r /usr/include/eigen3 "$dest/include/eigen3"
 cp -r /usr/include/doctest "$dest/include/doctest"
 cp -r /usr/include/nlohmann "$dest/include/nlohmann"
+# cuDNN's frontend headers, where scripts/install-deps.sh unpacked them (cuDNN's fused attention).
+cudnn_fe_inc=$(pkg-config --variable=includedir cudnn_frontend 2>/dev/null || true)
+[ -n "$cudnn_fe_inc" ] && cp -r "$cudnn_fe_inc" "$dest/include/cudnn-frontend"
 
 # Versions as this machine's packages state them (meson.build asks for eigen3 >= 3.4, json >= 3.10).
 eigen_version=$(pkg-config --modversion eigen3)
@@ -32,4 +35,5 @@ PC
 pc eigen3 "$eigen_version" /eigen3
 pc nlohmann_json "$json_version" ""
 pc doctest "$doctest_version" ""
+[ -n "$cudnn_fe_inc" ] && pc cudnn_frontend "$(pkg-config --modversion cudnn_frontend)" /cudnn-frontend
 du -sh "$dest"

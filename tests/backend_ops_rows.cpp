@@ -203,9 +203,10 @@ OpRow attention() {
               ref::attention_forward<double>(out.data(), nullptr, in[0].data(), B, T, NH, NKV, hs);
               return Outs{out};
             };
-            p.forward = [=](const Backend& be, Call& c) { c.saved = be.attention_forward(c.out[0], c.in[0], NH, NKV); };
+            p.forward = [=](const Backend& be, Call& c) { c.saved = be.attention_forward(c.out[0], c.in[0], NH, NKV, AttentionKernel::own);
+            };
             p.backward = [=](const Backend& be, Call& c) {
-              be.attention_backward(c.grad[0], c.dout[0], c.in[0], c.out[0], c.saved, NH, NKV);
+              be.attention_backward(c.grad[0], c.dout[0], c.in[0], c.out[0], c.saved, NH, NKV, AttentionKernel::own);
             };
             return p;
           },

@@ -369,6 +369,21 @@ TEST_CASE("train.device: cpu by default; cuda makes bf16 the default precision")
   CHECK(error_of({"train.device=gpu"}) == "config: train.device: expected \"cpu\" or \"cuda\", got \"gpu\"");
 }
 
+TEST_CASE("train.attention: our kernels by default; cuDNN's on cuda in bf16 only") {
+  CHECK(zt::parse_config(minimal()).train.attention == "ztrain");
+  CHECK(zt::parse_config(with({"train.device=cuda", "train.attention=cudnn"})).train.attention == "cudnn");
+  CHECK(zt::parse_config(with({"train.device=cuda", "train.attention=cudnn", "bf16.enabled=true"})).train.attention ==
+        "cudnn");
+  CHECK(error_of({"train.attention=flash"}) == "config: train.attention: expected \"ztrain\" or \"cudnn\", got \"flash\"");
+  CHECK(error_of({"train.attention=cudnn"}) ==
+        "config: train.attention: \"cudnn\" (cuDNN's fused attention) runs on cuda only; train.device is \"cpu\"");
+  CHECK(error_of({"train.device=cuda", "train.attention=cudnn", "bf16.enabled=false"}) ==
+        "config: train.attention: \"cudnn\" computes in bf16 only: it needs bf16.enabled (the default on cuda), not fp32");
+  CHECK(error_of({"train.device=cuda", "train.attention=cudnn", "fp16.enabled=true"}) ==
+        "config: train.attention: \"cudnn\" computes in bf16 only: it needs bf16.enabled (the default on cuda), not "
+        "fp16, which computes in f32");
+}
+
 TEST_CASE("wrong types") {
   CHECK(error_of({"train.steps=ten"}) == "config: train.steps: expected an integer, got \"ten\"");
   CHECK(error_of({"train.steps=2.5"}) == "config: train.steps: expected an integer, got 2.5");

@@ -17,6 +17,11 @@ float* f32(const Tensor& t) {
   return t.data<float>();
 }
 
+void require_own_attention(AttentionKernel k) {
+  if (k != AttentionKernel::own)
+    throw std::invalid_argument("cpu attention: cuDNN's fused attention runs on cuda only (train.attention \"cudnn\" "
+                                "needs train.device \"cuda\")");
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -61,14 +66,17 @@ class CpuBackend final : public Backend {
     cpu::matmul_backward(f32(dx), f32(dweight), f32(dbias), f32(dout), f32(x), f32(weight), rows_of(x), dim_of(x, -1),
                          dim_of(weight, 0));
   }
-  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head) const override {
+  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head,
+                           AttentionKernel kernel) const override {
+    require_own_attention(kernel);
     const int B = dim_of(qkv, 0), T = dim_of(qkv, 1);
     Tensor att = Tensor::empty({B, n_head, T, T}, DType::f32, MemCategory::activations);
     cpu::attention_forward(f32(out), f32(att), f32(qkv), B, T, n_head, n_kv_head, dim_of(out, -1) / n_head);
     return att;
   }
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor&,
-                          const Tensor& att, int n_head, int n_kv_head) const override {
+                          const Tensor& att, int n_head, int n_kv_head, AttentionKernel kernel) const override {
+    require_own_attention(kernel);
     cpu::attention_backward(f32(dqkv), f32(dout), f32(qkv), f32(att), dim_of(qkv, 0), dim_of(qkv, 1), n_head,
                             n_kv_head, dim_of(dout, -1) / n_head);
   }

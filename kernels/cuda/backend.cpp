@@ -7,8 +7,10 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/cuda/attention_cudnn.hpp"
 #include "kernels/cuda/kernels.hpp"
 #include "tensor/cuda_allocator.hpp"
 
@@ -50,10 +52,30 @@ Tensor scratch_bytes(const Tensor& like, size_t bytes) {
                        like.allocator());
 }
 
+// cuDNN's workspace as scratch tensors held in `held` until the op returns (the allocator then
+// reuses them only after the work queued on this stream).
+cuda::cudnn::Workspace workspace_from(const Tensor& like, std::vector<Tensor>& held) {
+  return [&like, &held](size_t bytes) {
+    held.push_back(scratch_bytes(like, bytes));
+    return held.back().device_ptr();
+  };
+}
+
+void require_bf16_for_cudnn(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->defined() && t->dtype() != DType::bf16)
+      throw std::invalid_argument(std::string("cuda ") + op + ": cuDNN's fused attention computes in bf16, not " +
+                                  std::string(dtype_name(t->dtype())) +
+                                  " (train.attention \"cudnn\" needs bf16.enabled; \"ztrain\" runs f32 too)");
+}
+
 class CudaBackend final : public Backend {
  public:
   Device device() const override { return Device::cuda; }
   bool computes_in(DType t) const override { return t == DType::f32 || t == DType::bf16; }
+  bool has_attention(AttentionKernel k) const override {
+    return k == AttentionKernel::own || (k == AttentionKernel::cudnn && cuda::cudnn::available());
+  }
   void push_range(const std::string& name) const override { nvtxRangePushA(name.c_str()); }
   void pop_range() const override { nvtxRangePop(); }
 
@@ -123,22 +145,40 @@ class CudaBackend final : public Backend {
                                rows_of(x), dim_of(x, -1), dim_of(weight, 0), stream());
     });
   }
-  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head) const override {
-    const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1);
+  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head,
+                           AttentionKernel kernel) const override {
+    const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1), C = dim_of(out, -1);
     Tensor lse = Tensor::empty({B, n_head, T_}, DType::f32, MemCategory::activations, qkv.allocator());
+    if (kernel == AttentionKernel::cudnn) {
+      require_bf16_for_cudnn("attention_forward", {&out, &qkv});
+      std::vector<Tensor> workspace;
+      cuda::cudnn::attention_forward(ptr<bf16>(out), ptr<float>(lse), ptr<bf16>(qkv), B, T_, C, n_head, n_kv_head,
+                                     workspace_from(qkv, workspace), stream());
+      return lse;
+    }
     by_dtype("attention_forward", qkv.dtype(), {&out}, [&]<class T>(T) {
-      cuda::attention_forward<T>(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), B, T_, dim_of(out, -1), n_head, n_kv_head,
-                                 stream());
+      cuda::attention_forward<T>(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), B, T_, C, n_head, n_kv_head, stream());
     });
     return lse;
   }
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                          const Tensor& lse, int n_head, int n_kv_head) const override {
-    const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1);
+                          const Tensor& lse, int n_head, int n_kv_head, AttentionKernel kernel) const override {
+    const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1), C = dim_of(out, -1);
+    if (kernel == AttentionKernel::cudnn) {
+      if (!dqkv.defined()) return;
+      require_bf16_for_cudnn("attention_backward", {&dqkv, &dout, &qkv, &out});
+      // cuDNN writes dQ, dK and dV; the backward adds them onto dqkv.
+      const Tensor grad = Tensor::empty(qkv.shape(), DType::bf16, MemCategory::activations, qkv.allocator());
+      std::vector<Tensor> workspace;
+      cuda::cudnn::attention_backward(ptr<bf16>(grad), ptr<bf16>(dout), ptr<bf16>(qkv), ptr<bf16>(out), stats(lse), B,
+                                      T_, C, n_head, n_kv_head, workspace_from(qkv, workspace), stream());
+      cuda::residual_backward<bf16>(ptr<bf16>(dqkv), nullptr, ptr<bf16>(grad), count_of(grad), stream());
+      return;
+    }
     const Tensor scratch = scratch_bytes(qkv, static_cast<size_t>(B) * n_head * T_ * sizeof(float));
     by_dtype("attention_backward", qkv.dtype(), {&dqkv, &dout, &out}, [&]<class T>(T) {
       cuda::attention_backward<T>(ptr<T>(dqkv), ptr<float>(scratch), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out),
-                                  stats(lse), B, T_, dim_of(out, -1), n_head, n_kv_head, stream());
+                                  stats(lse), B, T_, C, n_head, n_kv_head, stream());
     });
   }
   void gelu_forward(const Tensor& out, const Tensor& x) const override {

@@ -26,12 +26,12 @@ class MetaBackend final : public Backend {
   void matmul_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                        const Tensor&) const override {}
   // The CPU kernels' (B,NH,T,T) f32 probabilities, beside qkv.
-  Tensor attention_forward(const Tensor&, const Tensor& qkv, int n_head, int) const override {
+  Tensor attention_forward(const Tensor&, const Tensor& qkv, int n_head, int, AttentionKernel) const override {
     return Tensor::empty({qkv.dim(0), n_head, qkv.dim(1), qkv.dim(1)}, DType::f32, MemCategory::activations,
                          qkv.allocator());
   }
-  void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int,
-                          int) const override {}
+  void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int, int,
+                          AttentionKernel) const override {}
   void rmsnorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) const override {}
   void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                         const Tensor&) const override {}

@@ -115,6 +115,14 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   check_outputs(cfg_, host_comm_);
   if (cfg_.checkpoint.save_interval > 0) checkpoints_ = std::make_unique<CheckpointRoot>(cfg_, host_comm_);
   model_ = make_model(cfg_.model.arch, dims, on_device ? 1 : cfg_.model.wte_units);
+  if (cfg_.train.attention == "cudnn") {
+    // The config check has seen to the device and dtype; whether the build reaches cuDNN is the
+    // backend's to say.
+    if (!backend(comm_.memory().device()).has_attention(AttentionKernel::cudnn))
+      throw ConfigError("config: train.attention: \"cudnn\": this ztrain was built without cuDNN (libcudnn and the "
+                        "cudnn_frontend headers that scripts/install-deps.sh installs); \"ztrain\" runs our own kernels");
+    model_->set_attention_kernel(AttentionKernel::cudnn);
+  }
   engine_ = std::make_unique<ZeroEngine>(*model_, tape_, comm_, cfg_.zero, cfg_.optimizer,
                                          dtype_from_name(cfg_.precision.dtype), cfg_.aio);
   if (const char* poison = std::getenv("ZT_POISON_GRADS")) {  // testing aid: "RANK:STEP"

@@ -113,6 +113,23 @@ TEST_CASE("trainer on cuda, llama with grouped-query heads: f32 follows the cpu,
   CHECK(s0.back() < s0.front() - 1.5);
 }
 
+TEST_CASE("trainer on cuda, bf16: cuDNN's fused attention follows our kernels (train.attention \"cudnn\")") {
+  // Both compute in bf16 with f32 statistics but round P and dS at different points: close, not
+  // equal; and a run repeats bit for bit (cuDNN's deterministic backward).
+  test::TempDir dir;
+  for (const bool llama : {false, true}) {
+    nlohmann::json ours = llama ? llama_config(dir, "cuda", 3) : config(dir, "cuda", 3);
+    nlohmann::json theirs = ours;
+    theirs["train"]["attention"] = "cudnn";
+    const auto a = losses(ours, 20), b = losses(theirs, 20);
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO((llama ? "llama" : "gpt2") << " step " << i + 1 << ": " << b[i] << " through cudnn, " << a[i] << " ours");
+      CHECK(std::abs(a[i] - b[i]) <= 2e-2 * std::abs(a[i]));
+    }
+    CHECK(losses(theirs, 5) == std::vector<double>(b.begin(), b.begin() + 5));
+  }
+}
+
 TEST_CASE("trainer on cuda, bf16: optimizer offload to host memory follows the run without it") {
   // [Note: offload from a device]: AdamW then runs on the host (the CPU kernel) over gradients
   // brought down from the GPU, so the numbers are the CPU AdamW's instead of the CUDA one's:

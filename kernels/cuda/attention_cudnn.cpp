@@ -1,0 +1,211 @@
+// cuDNN's fused attention behind kernels/cuda/attention_cudnn.hpp: one graph per direction and
+// shape, built on first use (validate, operation graph, heuristic mode A's plans, support check)
+// and cached per device with the device's cuDNN handle, as kernels/cuda/cublaslt.cpp caches
+// cuBLASLt's plans. The heads are read in place from qkv through strides, so nothing is copied:
+// Q (B,NH,T,hs) has strides (T*ld, hs, ld, 1) over qkv's rows of ld = (NH+2*NKV)*hs elements, K
+// and V the same from columns NH*hs and (NH+NKV)*hs on; cuDNN groups the query heads over the kv
+// heads itself.
+#include "kernels/cuda/attention_cudnn.hpp"
+
+#include <cudnn.h>
+
+// The frontend carries its own copy of nlohmann-json for its plan serialisation, which ztrain
+// does not use; leaving it out keeps one JSON library in the program.
+#define CUDNN_FRONTEND_SKIP_JSON_LIB
+#include <cudnn_frontend.h>
+
+#include <cmath>
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+namespace zt::cuda::cudnn {
+
+namespace fe = cudnn_frontend;
+
+namespace {
+
+void check_cudnn(cudnnStatus_t st, const char* what) {
+  if (st != CUDNN_STATUS_SUCCESS) throw CudaError(std::string(what) + ": " + cudnnGetErrorString(st));
+}
+
+// The tensors' ids in a graph's variant pack.
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+
+struct Shape {
+  bool backward;
+  int B, T, NH, NKV, hs;
+  auto operator<=>(const Shape&) const = default;
+  int64_t ld() const { return int64_t{NH + 2 * NKV} * hs; }
+  std::string str() const {
+    return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+           " NKV=" + std::to_string(NKV) + " hs=" + std::to_string(hs);
+  }
+};
+
+// Throws for a frontend call that failed: std::invalid_argument while the graph is being made
+// (cuDNN has no engine for these sizes), CudaError where running it failed.
+void check_fe(fe::error_t e, const Shape& s, const char* step, bool building) {
+  if (e.is_good()) return;
+  const std::string msg = std::string("cudnn attention ") + (s.backward ? "backward" : "forward") + " (" + s.str() +
+                          "): " + step + ": " + e.get_message();
+  if (building)
+    throw std::invalid_argument(msg + " (cuDNN has no fused attention for this shape on this GPU; "
+                                      "train.attention \"ztrain\" runs our own kernels)");
+  throw CudaError(msg);
+}
+
+// A (B, heads, T, hs) view of the heads starting at some column of a (B,T,ld) array.
+std::shared_ptr<fe::graph::Tensor_attributes> heads(fe::graph::Graph& g, const char* name, Uid uid, const Shape& s,
+                                                    int n_heads, int64_t ld) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({s.B, n_heads, s.T, s.hs})
+                      .set_stride({int64_t{s.T} * ld, s.hs, ld, 1}));
+}
+void set_heads(fe::graph::Tensor_attributes& t, Uid uid, const Shape& s, int n_heads, int64_t ld) {
+  t.set_output(true).set_uid(uid).set_dim({s.B, n_heads, s.T, s.hs}).set_stride({int64_t{s.T} * ld, s.hs, ld, 1});
+}
+
+std::shared_ptr<fe::graph::Graph> make_graph(const Shape& s, cudnnHandle_t handle) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const int64_t ld = s.ld(), C = int64_t{s.NH} * s.hs;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.hs));
+  auto q = heads(*g, "Q", kQ, s, s.NH, ld), k = heads(*g, "K", kK, s, s.NKV, ld), v = heads(*g, "V", kV, s, s.NKV, ld);
+  // Causal: key j is seen by query i when j <= i (the diagonal band's right bound 0, aligned
+  // top-left, Q and K being the same length).
+  if (!s.backward) {
+    auto opts = fe::graph::SDPA_attributes()
+                    .set_name("attention_forward")
+                    .set_generate_stats(true)
+                    .set_attn_scale(scale)
+                    .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+                    .set_diagonal_band_right_bound(0);
+    auto [o, stats] = g->sdpa(q, k, v, opts);
+    set_heads(*o, kO, s, s.NH, C);
+    stats->set_output(true)
+        .set_uid(kStats)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({s.B, s.NH, s.T, 1})
+        .set_stride({int64_t{s.NH} * s.T, s.T, 1, 1});
+  } else {
+    auto o = heads(*g, "O", kO, s, s.NH, C), dout = heads(*g, "dO", kDO, s, s.NH, C);
+    auto stats = g->tensor(fe::graph::Tensor_attributes()
+                               .set_name("Stats")
+                               .set_uid(kStats)
+                               .set_dim({s.B, s.NH, s.T, 1})
+                               .set_stride({int64_t{s.NH} * s.T, s.T, 1, 1})
+                               .set_data_type(fe::DataType_t::FLOAT));
+    // Deterministic: the offload and checkpoint tests compare runs bit for bit.
+    auto opts = fe::graph::SDPA_backward_attributes()
+                    .set_name("attention_backward")
+                    .set_attn_scale(scale)
+                    .set_deterministic_algorithm(true)
+                    .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+                    .set_diagonal_band_right_bound(0);
+    auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opts);
+    set_heads(*dq, kDQ, s, s.NH, ld);
+    set_heads(*dk, kDK, s, s.NKV, ld);
+    set_heads(*dv, kDV, s, s.NKV, ld);
+  }
+  check_fe(g->validate(), s, "validate", true);
+  check_fe(g->build_operation_graph(handle), s, "build_operation_graph", true);
+  check_fe(g->create_execution_plans({fe::HeurMode_t::A}), s, "create_execution_plans", true);
+  check_fe(g->check_support(), s, "check_support", true);
+  check_fe(g->build_plans(), s, "build_plans", true);
+  return g;
+}
+
+// One device's handle and graphs. Ops on several streams share them under the mutex; the handle
+// is pointed at the op's stream for its launch.
+struct Context {
+  std::mutex mu;
+  cudnnHandle_t handle = nullptr;
+  std::map<Shape, std::shared_ptr<fe::graph::Graph>> graphs;
+  Context() { check_cudnn(cudnnCreate(&handle), "cudnnCreate"); }
+  ~Context() { cudnnDestroy(handle); }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+};
+
+Context& context() {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<Context>> per_device;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  const std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<Context>& c = per_device[dev];
+  if (!c) c = std::make_unique<Context>();
+  return *c;
+}
+
+Shape shape_of(bool backward, int B, int T, int C, int NH, int NKV) {
+  const char* op = backward ? "cudnn attention_backward" : "cudnn attention_forward";
+  if (B <= 0 || T <= 0 || NH <= 0 || C <= 0 || C % NH != 0 || NKV <= 0 || NH % NKV != 0)
+    throw std::invalid_argument(std::string(op) + ": B = " + std::to_string(B) + ", T = " + std::to_string(T) +
+                                ", C = " + std::to_string(C) + " over NH = " + std::to_string(NH) +
+                                " query heads and NKV = " + std::to_string(NKV) + " key/value heads do not fit");
+  return {backward, B, T, NH, NKV, C / NH};
+}
+
+void run(const Shape& s, std::unordered_map<int64_t, void*>& pack, const Workspace& workspace, cudaStream_t st) {
+  Context& c = context();
+  const std::lock_guard<std::mutex> lock(c.mu);
+  std::shared_ptr<fe::graph::Graph>& g = c.graphs[s];
+  if (!g) {
+    try {
+      g = make_graph(s, c.handle);
+    } catch (...) {
+      c.graphs.erase(s);  // asked again, it fails again with its message
+      throw;
+    }
+  }
+  int64_t bytes = 0;
+  check_fe(g->get_workspace_size(bytes), s, "get_workspace_size", false);
+  void* ws = bytes > 0 ? workspace(static_cast<size_t>(bytes)) : nullptr;
+  check_cudnn(cudnnSetStream(c.handle, st), "cudnnSetStream");
+  check_fe(g->execute(c.handle, pack, ws), s, "execute", false);
+}
+
+}  // namespace
+
+bool available() { return true; }
+
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int NKV,
+                       const Workspace& workspace, cudaStream_t s) {
+  const Shape sh = shape_of(false, B, T, C, NH, NKV);
+  auto* base = const_cast<bf16*>(qkv);  // the variant pack takes void*; cuDNN only reads inputs
+  std::unordered_map<int64_t, void*> pack{{kQ, base},
+                                          {kK, base + int64_t{NH} * sh.hs},
+                                          {kV, base + int64_t{NH + NKV} * sh.hs},
+                                          {kO, out},
+                                          {kStats, lse}};
+  run(sh, pack, workspace, s);
+}
+
+void attention_backward(bf16* grad, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
+                        int T, int C, int NH, int NKV, const Workspace& workspace, cudaStream_t s) {
+  const Shape sh = shape_of(true, B, T, C, NH, NKV);
+  auto* base = const_cast<bf16*>(qkv);
+  std::unordered_map<int64_t, void*> pack{{kQ, base},
+                                          {kK, base + int64_t{NH} * sh.hs},
+                                          {kV, base + int64_t{NH + NKV} * sh.hs},
+                                          {kO, const_cast<bf16*>(out)},
+                                          {kDO, const_cast<bf16*>(dout)},
+                                          {kStats, const_cast<float*>(lse)},
+                                          {kDQ, grad},
+                                          {kDK, grad + int64_t{NH} * sh.hs},
+                                          {kDV, grad + int64_t{NH + NKV} * sh.hs}};
+  run(sh, pack, workspace, s);
+}
+
+}  // namespace zt::cuda::cudnn

@@ -60,17 +60,24 @@ void check_fe(fe::error_t e, const Shape& s, const char* step, bool building) {
   throw CudaError(msg);
 }
 
-// A (B, heads, T, hs) view of the heads starting at some column of a (B,T,ld) array.
-std::shared_ptr<fe::graph::Tensor_attributes> heads(fe::graph::Graph& g, const char* name, Uid uid, const Shape& s,
-                                                    int n_heads, int64_t ld) {
-  return g.tensor(fe::graph::Tensor_attributes()
-                      .set_name(name)
-                      .set_uid(uid)
-                      .set_dim({s.B, n_heads, s.T, s.hs})
-                      .set_stride({int64_t{s.T} * ld, s.hs, ld, 1}));
+// t as the (B, n_heads, T, hs) view of heads starting at some column of a (B,T,ld) array.
+fe::graph::Tensor_attributes& as_heads(fe::graph::Tensor_attributes& t, Uid uid, const Shape& s, int n_heads,
+                                       int64_t ld) {
+  return t.set_uid(uid).set_dim({s.B, n_heads, s.T, s.hs}).set_stride({int64_t{s.T} * ld, s.hs, ld, 1});
 }
-void set_heads(fe::graph::Tensor_attributes& t, Uid uid, const Shape& s, int n_heads, int64_t ld) {
-  t.set_output(true).set_uid(uid).set_dim({s.B, n_heads, s.T, s.hs}).set_stride({int64_t{s.T} * ld, s.hs, ld, 1});
+// t as the softmax statistics: (B, NH, T, 1) f32, our lse's layout.
+fe::graph::Tensor_attributes& as_stats(fe::graph::Tensor_attributes& t, const Shape& s) {
+  return t.set_uid(kStats)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim({s.B, s.NH, s.T, 1})
+      .set_stride({int64_t{s.NH} * s.T, s.T, 1, 1});
+}
+// A graph input: `name`'s heads as as_heads lays them out.
+std::shared_ptr<fe::graph::Tensor_attributes> input_heads(fe::graph::Graph& g, const char* name, Uid uid,
+                                                          const Shape& s, int n_heads, int64_t ld) {
+  fe::graph::Tensor_attributes t;
+  t.set_name(name);
+  return g.tensor(as_heads(t, uid, s, n_heads, ld));
 }
 
 std::shared_ptr<fe::graph::Graph> make_graph(const Shape& s, cudnnHandle_t handle) {
@@ -80,7 +87,8 @@ std::shared_ptr<fe::graph::Graph> make_graph(const Shape& s, cudnnHandle_t handl
       .set_compute_data_type(fe::DataType_t::FLOAT);
   const int64_t ld = s.ld(), C = int64_t{s.NH} * s.hs;
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.hs));
-  auto q = heads(*g, "Q", kQ, s, s.NH, ld), k = heads(*g, "K", kK, s, s.NKV, ld), v = heads(*g, "V", kV, s, s.NKV, ld);
+  auto q = input_heads(*g, "Q", kQ, s, s.NH, ld), k = input_heads(*g, "K", kK, s, s.NKV, ld),
+       v = input_heads(*g, "V", kV, s, s.NKV, ld);
   // Causal: key j is seen by query i when j <= i (the diagonal band's right bound 0, aligned
   // top-left, Q and K being the same length).
   if (!s.backward) {
@@ -91,20 +99,13 @@ std::shared_ptr<fe::graph::Graph> make_graph(const Shape& s, cudnnHandle_t handl
                     .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
                     .set_diagonal_band_right_bound(0);
     auto [o, stats] = g->sdpa(q, k, v, opts);
-    set_heads(*o, kO, s, s.NH, C);
-    stats->set_output(true)
-        .set_uid(kStats)
-        .set_data_type(fe::DataType_t::FLOAT)
-        .set_dim({s.B, s.NH, s.T, 1})
-        .set_stride({int64_t{s.NH} * s.T, s.T, 1, 1});
+    as_heads(*o, kO, s, s.NH, C).set_output(true);
+    as_stats(*stats, s).set_output(true);
   } else {
-    auto o = heads(*g, "O", kO, s, s.NH, C), dout = heads(*g, "dO", kDO, s, s.NH, C);
-    auto stats = g->tensor(fe::graph::Tensor_attributes()
-                               .set_name("Stats")
-                               .set_uid(kStats)
-                               .set_dim({s.B, s.NH, s.T, 1})
-                               .set_stride({int64_t{s.NH} * s.T, s.T, 1, 1})
-                               .set_data_type(fe::DataType_t::FLOAT));
+    auto o = input_heads(*g, "O", kO, s, s.NH, C), dout = input_heads(*g, "dO", kDO, s, s.NH, C);
+    fe::graph::Tensor_attributes st;
+    st.set_name("Stats");
+    auto stats = g->tensor(as_stats(st, s));
     // Deterministic: the offload and checkpoint tests compare runs bit for bit.
     auto opts = fe::graph::SDPA_backward_attributes()
                     .set_name("attention_backward")
@@ -113,9 +114,9 @@ std::shared_ptr<fe::graph::Graph> make_graph(const Shape& s, cudnnHandle_t handl
                     .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
                     .set_diagonal_band_right_bound(0);
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opts);
-    set_heads(*dq, kDQ, s, s.NH, ld);
-    set_heads(*dk, kDK, s, s.NKV, ld);
-    set_heads(*dv, kDV, s, s.NKV, ld);
+    as_heads(*dq, kDQ, s, s.NH, ld).set_output(true);
+    as_heads(*dk, kDK, s, s.NKV, ld).set_output(true);
+    as_heads(*dv, kDV, s, s.NKV, ld).set_output(true);
   }
   check_fe(g->validate(), s, "validate", true);
   check_fe(g->build_operation_graph(handle), s, "build_operation_graph", true);
@@ -176,6 +177,14 @@ void run(const Shape& s, std::unordered_map<int64_t, void*>& pack, const Workspa
   check_fe(g->execute(c.handle, pack, ws), s, "execute", false);
 }
 
+// pack[q], pack[k], pack[v] = where the query, key and value heads of a (B,T,ld) array start.
+void add_heads(std::unordered_map<int64_t, void*>& pack, Uid q, Uid k, Uid v, const bf16* base, const Shape& s) {
+  auto* p = const_cast<bf16*>(base);  // the variant pack takes void*; cuDNN only reads its inputs
+  pack[q] = p;
+  pack[k] = p + int64_t{s.NH} * s.hs;
+  pack[v] = p + int64_t{s.NH + s.NKV} * s.hs;
+}
+
 }  // namespace
 
 bool available() { return true; }
@@ -183,28 +192,18 @@ bool available() { return true; }
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int NKV,
                        const Workspace& workspace, cudaStream_t s) {
   const Shape sh = shape_of(false, B, T, C, NH, NKV);
-  auto* base = const_cast<bf16*>(qkv);  // the variant pack takes void*; cuDNN only reads inputs
-  std::unordered_map<int64_t, void*> pack{{kQ, base},
-                                          {kK, base + int64_t{NH} * sh.hs},
-                                          {kV, base + int64_t{NH + NKV} * sh.hs},
-                                          {kO, out},
-                                          {kStats, lse}};
+  std::unordered_map<int64_t, void*> pack{{kO, out}, {kStats, lse}};
+  add_heads(pack, kQ, kK, kV, qkv, sh);
   run(sh, pack, workspace, s);
 }
 
 void attention_backward(bf16* grad, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
                         int T, int C, int NH, int NKV, const Workspace& workspace, cudaStream_t s) {
   const Shape sh = shape_of(true, B, T, C, NH, NKV);
-  auto* base = const_cast<bf16*>(qkv);
-  std::unordered_map<int64_t, void*> pack{{kQ, base},
-                                          {kK, base + int64_t{NH} * sh.hs},
-                                          {kV, base + int64_t{NH + NKV} * sh.hs},
-                                          {kO, const_cast<bf16*>(out)},
-                                          {kDO, const_cast<bf16*>(dout)},
-                                          {kStats, const_cast<float*>(lse)},
-                                          {kDQ, grad},
-                                          {kDK, grad + int64_t{NH} * sh.hs},
-                                          {kDV, grad + int64_t{NH + NKV} * sh.hs}};
+  std::unordered_map<int64_t, void*> pack{
+      {kO, const_cast<bf16*>(out)}, {kDO, const_cast<bf16*>(dout)}, {kStats, const_cast<float*>(lse)}};
+  add_heads(pack, kQ, kK, kV, qkv, sh);
+  add_heads(pack, kDQ, kDK, kDV, grad, sh);
   run(sh, pack, workspace, s);
 }
 

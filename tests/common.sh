@@ -5,6 +5,16 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/ztrain_test.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# expect CODE PATTERN -- command...: exit code and a fixed string in the output.
+expect() {
+  code=$1 pattern=$2
+  shift 3
+  out=$("$@" 2>&1)
+  got=$?
+  [ "$got" -eq "$code" ] || fail "'$*' exited $got, expected $code: $out"
+  printf '%s' "$out" | grep -qF -- "$pattern" || fail "'$*' output lacks '$pattern': $out"
+}
+
 # finish MESSAGE: exit 1 naming the number of failed checks, else print MESSAGE.
 finish() {
   [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }

@@ -6,16 +6,6 @@ set -u
 ztrain=$1
 . "$(dirname "$0")/common.sh"
 
-# expect CODE PATTERN -- command...: exit code and a fixed string in the output.
-expect() {
-  code=$1 pattern=$2
-  shift 3
-  out=$("$@" 2>&1)
-  got=$?
-  [ "$got" -eq "$code" ] || fail "'$*' exited $got, expected $code: $out"
-  printf '%s' "$out" | grep -qF -- "$pattern" || fail "'$*' output lacks '$pattern': $out"
-}
-
 expect 2 "no command given" -- "$ztrain"
 expect 2 "unknown command 'trian'" -- "$ztrain" trian
 expect 0 "ztrain train --config FILE" -- "$ztrain" --help

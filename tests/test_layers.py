@@ -21,12 +21,13 @@ FOLDERS = {
     "runtime": {"tensor", "kernels", "comm", "offload", "models"},
 }
 # runtime/'s rooms, top first; a room may include the rooms after it, except its peers ("zero" and
-# "data" are peers), and the files in runtime/ itself (config, trace, file I/O, agreement) use no room.
-ROOMS = [["cli"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], [""]]
+# "data" are peers; "text" is the tokenizer, below data), and the files in runtime/ itself (config, trace, file I/O, agreement) use no room.
+ROOMS = [["cli"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], ["text"], [""]]
 rank = {room: i for i, group in enumerate(ROOMS) for room in group}
-# What runtime/ may use of models/: the interface, its dimensions, the factory and the file formats.
+# What runtime/ may use of models/: the interface, its dimensions, the factory and the file formats
+# (GGUF's reader for the tokenizer metadata a GGUF file carries beside the weights).
 MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/registry.hpp", "models/llmc_format.hpp",
-                     "models/foreign_formats.hpp"}
+                     "models/foreign_formats.hpp", "models/gguf_file.hpp"}
 
 
 def room_of(path):  # "runtime/zero/x.hpp" -> "zero"; "runtime/config.hpp" -> ""

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,20 @@ struct TempDir {
     return p.string();
   }
 };
+
+// The message of the E that f throws, failing the test if f throws nothing or another type.
+template <class E>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("unexpected exception type: " << e.what());
+  }
+  FAIL("no exception");
+  return "";
+}
 
 struct Run {
   int status;  // exit code, or -1 if the command could not run

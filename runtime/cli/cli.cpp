@@ -19,6 +19,8 @@
 #include "runtime/checkpoint/export.hpp"
 #include "runtime/cli/sample.hpp"
 #include "runtime/cli/signals.hpp"
+#include "runtime/cli/tokenize.hpp"
+#include "runtime/text/tokenizer_files.hpp"
 #include "runtime/train/trainer.hpp"
 #include "runtime/checkpoint/weights.hpp"
 
@@ -32,6 +34,8 @@ constexpr const char* kUsage = R"(usage:
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X] [--seed N]
   ztrain estimate --config FILE [--world-size N] [--set dotted.key=value]... [--format table|json]
   ztrain export --checkpoint DIR --format hf|safetensors|llmc --out PATH [--max-shard-size 5GB]
+  ztrain tokenize --tokenizer PATH --out DIR [--val-fraction F] [--threads N] [--shard-tokens N]
+                  [--chunk-bytes N] INPUTS...
   ztrain --help | --version
 )";
 
@@ -138,6 +142,46 @@ int cmd_export(int argc, char** argv) {
   return 0;
 }
 
+// Text into llm.c token shards ([Note: tokenizing a corpus] in runtime/cli/tokenize.hpp).
+int cmd_tokenize(int argc, char** argv) {
+  std::string tokenizer;
+  TokenizeOptions opt;
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--tokenizer", "--out", "--val-fraction", "--threads",
+                                                         "--shard-tokens", "--chunk-bytes"}, &opt.inputs)) {
+    if (flag == "--tokenizer") tokenizer = value;
+    else if (flag == "--out") opt.out = value;
+    else if (flag == "--val-fraction") opt.val_fraction = number_flag(flag, value, 0.0);
+    else if (flag == "--threads") opt.threads = static_cast<int>(int_flag(flag, value, 1, 1024));
+    else if (flag == "--shard-tokens") opt.shard_tokens = int_flag(flag, value, 1, INT32_MAX);
+    else opt.chunk_bytes = int_flag(flag, value, 1, int64_t(1) << 40);
+  }
+  if (tokenizer.empty() || opt.out.empty() || opt.inputs.empty())
+    throw UsageError("tokenize needs --tokenizer PATH, --out DIR and at least one input");
+  if (opt.val_fraction >= 1.0) throw UsageError("--val-fraction must be below 1, got " + std::to_string(opt.val_fraction));
+  const Tokenizer tok = load_tokenizer(tokenizer);
+  // A bar on a terminal, redrawn in place; nothing in a log but the summary.
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  auto bar = [&](int64_t done, int64_t total, double s) {
+    if (!tty) return;
+    const double frac = total > 0 ? double(done) / double(total) : 1.0;
+    const int width = 30, filled = static_cast<int>(frac * width);
+    char line[160];
+    std::snprintf(line, sizeof line, "\rtokenize [%s%s] %5.1f%%  %.1f of %.1f MB  %.2f MB/s", std::string(size_t(filled), '#').c_str(),
+                  std::string(size_t(width - filled), ' ').c_str(), 100 * frac, double(done) / 1e6, double(total) / 1e6,
+                  s > 0 ? double(done) / 1e6 / s : 0.0);
+    std::cerr << line << std::flush;
+  };
+  const TokenizeReport r = tokenize_corpus(tok, opt, bar);
+  if (tty) std::cerr << "\n";
+  std::printf("tokenized %lld documents, %.2f MB, into %lld train and %lld val tokens in %.2f s (%.2f MB/s, %d threads); "
+              "llm.c shards version %d (%s tokens) in %s:\n",
+              static_cast<long long>(r.documents), double(r.bytes) / 1e6, static_cast<long long>(r.train_tokens),
+              static_cast<long long>(r.val_tokens), r.seconds, r.seconds > 0 ? double(r.bytes) / 1e6 / r.seconds : 0.0,
+              r.threads, r.format_version, r.format_version == 1 ? "uint16" : "uint32", opt.out.c_str());
+  for (const std::string& f : r.files) std::printf("  %s\n", f.c_str());
+  return 0;
+}
+
 int cmd_estimate(int argc, char** argv) {
   std::string config, format = "table";
   std::vector<std::string> overrides;
@@ -185,6 +229,7 @@ int cli_main(int argc, char** argv) {
     if (cmd == "sample") return cmd_sample(argc, argv);
     if (cmd == "estimate") return cmd_estimate(argc, argv);
     if (cmd == "export") return cmd_export(argc, argv);
+    if (cmd == "tokenize") return cmd_tokenize(argc, argv);
     throw UsageError(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'");
   } catch (const std::exception& e) {
     const bool usage = dynamic_cast<const UsageError*>(&e) != nullptr;

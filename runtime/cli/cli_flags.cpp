@@ -10,10 +10,15 @@
 namespace zt {
 
 std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv, int first,
-                                                             const std::vector<std::string>& known) {
+                                                             const std::vector<std::string>& known,
+                                                             std::vector<std::string>* operands) {
   std::vector<std::pair<std::string, std::string>> flags;
   for (int i = first; i < argc; ++i) {
     const std::string a = argv[i];
+    if (operands && !a.starts_with("--")) {
+      operands->push_back(a);
+      continue;
+    }
     bool ok = false;
     for (const std::string& k : known) ok = ok || a == k;
     if (!ok) throw UsageError("unknown argument '" + a + "'");

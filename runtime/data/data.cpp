@@ -23,10 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int32_t kMagic = 20240520;
-constexpr int32_t kVersion = 1;
-constexpr int64_t kHeaderInts = 256;
-constexpr int64_t kHeaderBytes = kHeaderInts * 4;
+constexpr int64_t kHeaderBytes = kShardHeaderBytes;
 
 [[noreturn]] void fail(const std::string& msg) { throw DataError("data: " + msg); }
 
@@ -67,25 +64,6 @@ void pread_all(const Fd& fd, const std::string& path, void* buf, size_t n, int64
     n -= size_t(got);
     off += got;
   }
-}
-
-void write_all(const Fd& fd, const std::string& path, const void* buf, size_t n) {
-  auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t put = ::write(fd.get(), p, n);
-    if (put < 0 && errno == EINTR) continue;
-    if (put < 0) fail(path + ": write failed: " + errno_text());
-    p += put;
-    n -= size_t(put);
-  }
-}
-
-// The format is little endian whatever the host is; decoding bytes explicitly keeps it so.
-int32_t load_le32(const unsigned char* p) {
-  return int32_t(uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24);
-}
-void store_le32(unsigned char* p, int32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(uint32_t(v) >> (8 * i));
 }
 
 // glob(3) results, sorted bytewise so the order does not depend on the locale.
@@ -139,7 +117,7 @@ class OrderedLoader : public DataLoader {
     read(shard, pos, buf_);
     if (limit_ < vocab_)
       for (size_t i = 0; i < buf_.size(); ++i)
-        if (buf_[i] >= limit_)
+        if (buf_[i] < 0 || buf_[i] >= limit_)
           fail(where(shard, pos + int64_t(i)) + " is " + std::to_string(buf_[i]) +
                ", outside the model's vocabulary [0, " + std::to_string(limit_) + ") (model.vocab_size)");
     std::copy_n(buf_.begin(), geo_.local(), inputs);
@@ -229,6 +207,7 @@ struct Shard {
   std::string path;
   Fd fd;  // kept open: every batch is a pread of B*T+1 tokens, never the whole ~200 MB shard
   int64_t count;
+  int token_bytes;  // 2 (version 1) or 4 (version 7)
 };
 
 Shard open_shard(const std::string& path, const Geometry& geo) {
@@ -242,16 +221,8 @@ Shard open_shard(const std::string& path, const Geometry& geo) {
          std::to_string(kHeaderBytes) + ")");
   unsigned char header[kHeaderBytes];
   pread_all(fd, path, header, sizeof header, 0);
-  const int32_t magic = load_le32(header), version = load_le32(header + 4);
-  const int64_t count = load_le32(header + 8);
-  if (magic != kMagic)
-    fail(path + ": bad magic " + std::to_string(magic) + ", expected " + std::to_string(kMagic) +
-         " (not an llm.c token shard)");
-  if (version != kVersion)
-    fail(path + ": unsupported version " + std::to_string(version) + ", expected " +
-         std::to_string(kVersion));
-  if (count < 0) fail(path + ": negative token count " + std::to_string(count));
-  const int64_t expected = kHeaderBytes + 2 * count;
+  const auto [format, count] = parse_shard_header(header, path);
+  const int64_t expected = kHeaderBytes + format.token_bytes * count;
   if (size != expected)
     fail(path + ": header says " + std::to_string(count) + " tokens, so " +
          std::to_string(expected) + " bytes, but the file has " + std::to_string(size) +
@@ -259,7 +230,7 @@ Shard open_shard(const std::string& path, const Geometry& geo) {
   if (count < geo.global() + 1)
     fail(path + ": " + std::to_string(count) + " tokens, too small for one global batch (" +
          geo.need_text() + ")");
-  return Shard{path, std::move(fd), count};
+  return Shard{path, std::move(fd), count, format.token_bytes};
 }
 
 std::vector<int64_t> counts_of(const std::vector<Shard>& shards) {
@@ -268,20 +239,34 @@ std::vector<int64_t> counts_of(const std::vector<Shard>& shards) {
   return c;
 }
 
+// The ids the shards' formats can hold: 65536 when all are version 1.
+int limit_of(const std::vector<Shard>& shards) {
+  int bytes = 2;
+  for (const Shard& s : shards) bytes = std::max(bytes, s.token_bytes);
+  return bytes == 2 ? int(kShardU16.max_tokens()) : INT32_MAX;
+}
+
 class LlmcLoader final : public OrderedLoader {
  public:
   LlmcLoader(std::vector<Shard> shards, Geometry geo, bool shuffle, uint64_t seed)
-      : OrderedLoader(counts_of(shards), geo, shuffle, seed, 65536), shards_(std::move(shards)) {}
+      : OrderedLoader(counts_of(shards), geo, shuffle, seed, limit_of(shards)), shards_(std::move(shards)) {}
 
  private:
   void read(size_t shard, int64_t pos, std::vector<int32_t>& out) override {
     const Shard& s = shards_[shard];
-    bytes_.resize(2 * out.size());
-    pread_all(s.fd, s.path, bytes_.data(), bytes_.size(), kHeaderBytes + 2 * pos);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = bytes_[2 * i] | bytes_[2 * i + 1] << 8;
+    const auto w = size_t(s.token_bytes);
+    bytes_.resize(w * out.size());
+    pread_all(s.fd, s.path, bytes_.data(), bytes_.size(), kHeaderBytes + s.token_bytes * pos);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const unsigned char* p = &bytes_[w * i];
+      // A version 7 id >= 2^31 does not fit int32: it becomes negative and is refused as outside
+      // the vocabulary, like any other id the model does not have.
+      out[i] = w == 2 ? int32_t(p[0] | p[1] << 8) : int32_t(uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24);
+    }
   }
   std::string where(size_t shard, int64_t pos) const override {
-    return shards_[shard].path + ": token " + std::to_string(pos) + " (byte " + std::to_string(kHeaderBytes + 2 * pos) + ")";
+    return shards_[shard].path + ": token " + std::to_string(pos) + " (byte " +
+           std::to_string(kHeaderBytes + shards_[shard].token_bytes * pos) + ")";
   }
 
   std::vector<Shard> shards_;
@@ -308,42 +293,20 @@ void walk(const fs::path& dir, std::vector<fs::path>& out, std::set<fs::path>& v
   if (ec) fail(dir.string() + ": cannot list folder: " + ec.message());
 }
 
-// Expands a ':'-separated list of files, folders and globs, in list order; a folder's files are
-// sorted by path. Each real file is taken once (symlinked duplicates would skew the corpus).
+// Expands a ':'-separated list of files, folders and globs (list_files below).
 std::vector<std::string> list_files(const std::string& list) {
   if (list.empty()) fail("no files given");
-  std::vector<std::string> files;
-  std::set<fs::path> seen, visited;
-  auto take = [&](const fs::path& p) {
-    std::error_code ec;
-    const fs::path real = fs::canonical(p, ec);
-    if (ec) fail(p.string() + ": " + ec.message());
-    if (seen.insert(real).second) files.push_back(p.string());
-  };
+  std::vector<std::string> items;
   size_t start = 0;
   while (start <= list.size()) {
     const size_t end = std::min(list.find(':', start), list.size());
-    const std::string item = list.substr(start, end - start);
+    items.push_back(list.substr(start, end - start));
+    if (items.back().empty()) fail("empty entry in file list '" + list + "'");
     start = end + 1;
-    if (item.empty()) fail("empty entry in file list '" + list + "'");
-    for (const std::string& match : glob_sorted(item)) {
-      std::error_code ec;
-      const fs::file_status st = fs::status(match, ec);
-      if (ec) fail(match + ": cannot read: " + ec.message());
-      if (fs::is_directory(st)) {
-        std::vector<fs::path> under;
-        walk(match, under, visited);
-        std::sort(under.begin(), under.end());
-        for (const fs::path& p : under) take(p);
-      } else if (fs::is_regular_file(st)) {
-        take(match);
-      } else {
-        fail(match + ": not a regular file or folder");
-      }
-    }
   }
-  return files;
+  return zt::list_files(items);
 }
+
 
 // [Note: bytes read in place] The files of a bytes corpus are one stream, read where each batch
 // needs it (B*T+1 bytes a pread), never held in memory: a folder of gigabytes held whole once per
@@ -446,6 +409,37 @@ std::unique_ptr<DataLoader> make_bytes(const DataConfig& cfg, Split split, const
 
 }  // namespace
 
+std::vector<std::string> list_files(const std::vector<std::string>& items) {
+  if (items.empty()) fail("no files given");
+  std::vector<std::string> files;
+  std::set<fs::path> seen, visited;
+  auto take = [&](const fs::path& p) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(p, ec);
+    if (ec) fail(p.string() + ": " + ec.message());
+    if (seen.insert(real).second) files.push_back(p.string());
+  };
+  for (const std::string& item : items) {
+    if (item.empty()) fail("an empty path");
+    for (const std::string& match : glob_sorted(item)) {
+      std::error_code ec;
+      const fs::file_status st = fs::status(match, ec);
+      if (ec) fail(match + ": cannot read: " + ec.message());
+      if (fs::is_directory(st)) {
+        std::vector<fs::path> under;
+        walk(match, under, visited);
+        std::sort(under.begin(), under.end());
+        for (const fs::path& p : under) take(p);
+      } else if (fs::is_regular_file(st)) {
+        take(match);
+      } else {
+        fail(match + ": not a regular file or folder");
+      }
+    }
+  }
+  return files;
+}
+
 std::unique_ptr<DataLoader> make_loader(const DataConfig& cfg, Split split, int B, int T, int rank,
                                         int world_size, uint64_t seed) {
   if (B <= 0 || T <= 0 || world_size <= 0 || rank < 0 || rank >= world_size)
@@ -462,24 +456,6 @@ std::unique_ptr<DataLoader> make_loader(const DataConfig& cfg, Split split, int 
   for (const std::string& path : glob_sorted(split == Split::val ? cfg.val : cfg.train))
     shards.push_back(open_shard(path, geo));
   return std::make_unique<LlmcLoader>(std::move(shards), geo, shuffle, seed);
-}
-
-void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
-  if (tokens.size() > size_t(INT32_MAX))
-    fail(path + ": " + std::to_string(tokens.size()) + " tokens do not fit an llmc header");
-  std::vector<unsigned char> bytes(size_t(kHeaderBytes) + 2 * tokens.size(), 0);
-  store_le32(bytes.data(), kMagic);
-  store_le32(bytes.data() + 4, kVersion);
-  store_le32(bytes.data() + 8, int32_t(tokens.size()));
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    bytes[size_t(kHeaderBytes) + 2 * i] = static_cast<unsigned char>(tokens[i]);
-    bytes[size_t(kHeaderBytes) + 2 * i + 1] = static_cast<unsigned char>(tokens[i] >> 8);
-  }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path + ": cannot create: " + errno_text());
-  Fd out(fd);
-  write_all(out, path, bytes.data(), bytes.size());
-  if (!out.close()) fail(path + ": close failed: " + errno_text());
 }
 
 }  // namespace zt

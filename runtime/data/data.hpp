@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/config.hpp"
+#include "runtime/data/token_shards.hpp"
 
 namespace zt {
 
@@ -30,7 +31,7 @@ class DataLoader {
   // Moves on by `batches` micro-batches without reading them (a resumed run's position).
   virtual void skip(int64_t batches) = 0;
   // Largest token id + 1 the data may hold: 256 for bytes; for llmc shards the tokenizer's
-  // vocabulary is not recorded, so 65536.
+  // vocabulary is not recorded, so what the shards' format holds (65536 for version 1).
   virtual int vocab_limit() const = 0;
   // From here on, a token >= `vocab_size` read is a DataError naming the file and the token's
   // position in it (the model would reject it with no word of where it came from).
@@ -46,8 +47,9 @@ enum class Split { train, val };
 std::unique_ptr<DataLoader> make_loader(const DataConfig& cfg, Split split, int B, int T, int rank,
                                         int world_size, uint64_t seed);
 
-// Writes an llm.c token shard (tests and tools): header of 256 int32 (magic 20240520, version 1,
-// count), then uint16 tokens.
-void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens);
+// Expands files, folders and globs, in the order given; a folder's files (recursively, following
+// links) are sorted by path, and each real file is taken once (symlinked duplicates would skew the
+// corpus). Throws DataError naming a path that matches nothing or cannot be read.
+std::vector<std::string> list_files(const std::vector<std::string>& items);
 
 }  // namespace zt

@@ -1,0 +1,393 @@
+#include "runtime/text/tokenizer_files.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "models/gguf_file.hpp"
+
+namespace zt {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The pre-tokenizers' patterns, as the tokenizers' own files write them.
+// GPT-2's (Hugging Face's ByteLevel pre-tokenizer with use_regex, and tiktoken's r50k_base).
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// Llama 3's Split step (tiktoken's cl100k_base); Qwen2 takes digits one at a time.
+constexpr const char* kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// The document separator, by the names the families give it.
+constexpr std::array kEndOfTextNames = {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"};
+
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw TokenizerError("tokenizer: " + source + ": " + what);
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) fail(path, "read failed");
+  return s.str();
+}
+
+// [Note: byte-level alphabet] GPT-2 writes each byte of a token as one printable character: the
+// bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF as the code point of the same value, the other 68
+// (controls, space, 0x7F..0xA0, 0xAD) as U+0100 onwards in byte order. Space is "Ġ" (U+0120).
+class ByteAlphabet {
+ public:
+  ByteAlphabet() {
+    byte_of_.fill(-1);
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      byte_of_[size_t(printable ? b : next++)] = b;
+    }
+  }
+  // The bytes a token string stands for; nullopt when it holds a character outside the alphabet
+  // or is not UTF-8.
+  std::optional<std::string> decode(std::string_view s) const {
+    std::string out;
+    for (size_t i = 0; i < s.size();) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      uint32_t cp;
+      size_t len;
+      if (c < 0x80) cp = c, len = 1;
+      else if ((c & 0xE0) == 0xC0) cp = c & 0x1Fu, len = 2;
+      else return std::nullopt;  // 3- and 4-byte characters are all beyond U+0143
+      if (i + len > s.size()) return std::nullopt;
+      for (size_t k = 1; k < len; ++k) {
+        const auto d = static_cast<unsigned char>(s[i + k]);
+        if ((d & 0xC0) != 0x80) return std::nullopt;
+        cp = cp << 6 | (d & 0x3Fu);
+      }
+      if (cp >= byte_of_.size() || byte_of_[cp] < 0) return std::nullopt;
+      out += static_cast<char>(byte_of_[cp]);
+      i += len;
+    }
+    return out;
+  }
+
+ private:
+  std::array<int, 324> byte_of_;  // code point -> byte, -1 outside the alphabet
+};
+
+const ByteAlphabet& alphabet() {
+  static const ByteAlphabet a;
+  return a;
+}
+
+// The vocabulary's token strings as bytes; the added tokens' texts are taken as they are (they
+// are matched in the text, not built from bytes).
+std::vector<std::string> byte_tokens(const std::string& source, const std::vector<std::string>& strings,
+                                     const std::vector<bool>& literal) {
+  std::vector<std::string> tokens(strings.size());
+  for (size_t id = 0; id < strings.size(); ++id) {
+    if (literal[id]) {
+      tokens[id] = strings[id];
+      continue;
+    }
+    if (strings[id].empty()) continue;
+    auto bytes = alphabet().decode(strings[id]);
+    if (!bytes)
+      fail(source, "token " + std::to_string(id) + " '" + strings[id] +
+                       "' is not written in the byte-level alphabet (a SentencePiece vocabulary?); only byte-level BPE is supported");
+    tokens[id] = std::move(*bytes);
+  }
+  return tokens;
+}
+
+int32_t end_of_text_by_name(const TokenizerSpec& spec) {
+  for (const char* name : kEndOfTextNames)
+    for (int32_t id : spec.specials)
+      if (spec.tokens[size_t(id)] == name) return id;
+  return -1;
+}
+
+// Merges written as "left right" (tokenizer.json before tokenizers 0.20, GGUF) or [left, right].
+std::vector<TokenizerSpec::Merge> merges_of(const std::string& source, const std::vector<std::pair<std::string, std::string>>& pairs,
+                                            const std::unordered_map<std::string, int32_t>& ids) {
+  std::vector<TokenizerSpec::Merge> merges;
+  merges.reserve(pairs.size());
+  for (size_t r = 0; r < pairs.size(); ++r) {
+    const auto a = ids.find(pairs[r].first), b = ids.find(pairs[r].second);
+    if (a == ids.end() || b == ids.end())
+      fail(source, "merge " + std::to_string(r) + " ('" + pairs[r].first + "' '" + pairs[r].second +
+                       "') names a token the vocabulary does not hold");
+    merges.push_back({a->second, b->second, static_cast<int32_t>(r)});
+  }
+  return merges;
+}
+
+std::pair<std::string, std::string> split_merge(const std::string& source, const std::string& m, size_t r) {
+  const size_t space = m.find(' ');
+  if (space == std::string::npos || m.find(' ', space + 1) != std::string::npos)
+    fail(source, "merge " + std::to_string(r) + " '" + m + "' is not two tokens separated by one space");
+  return {m.substr(0, space), m.substr(space + 1)};
+}
+
+// ---- tokenizer.json -------------------------------------------------------------------------------
+
+// Hugging Face's pre-tokenizer as split patterns; returns whether a ByteLevel step was seen (the
+// vocabulary is then written in the byte-level alphabet).
+bool read_pre_tokenizer(const std::string& source, const json& p, std::vector<std::string>& patterns) {
+  if (p.is_null()) return false;
+  const std::string type = p.value("type", "");
+  if (type == "Sequence") {
+    bool byte_level = false;
+    for (const json& step : p.at("pretokenizers")) byte_level |= read_pre_tokenizer(source, step, patterns);
+    return byte_level;
+  }
+  if (type == "ByteLevel") {
+    if (p.value("add_prefix_space", false))
+      fail(source, "the ByteLevel pre-tokenizer's add_prefix_space is not supported (no GPT-2, Llama 3, Qwen2 or SmolLM2 tokenizer sets it)");
+    if (p.value("use_regex", true)) patterns.emplace_back(kGpt2Pattern);
+    return true;
+  }
+  if (type == "Digits") {
+    patterns.emplace_back(p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
+    return false;
+  }
+  if (type == "Split") {
+    const std::string behavior = p.value("behavior", "");
+    if (behavior != "Isolated")
+      fail(source, "the Split pre-tokenizer's behavior '" + behavior + "' is not supported (only \"Isolated\")");
+    if (p.value("invert", false)) fail(source, "the Split pre-tokenizer's invert is not supported");
+    const json& pat = p.at("pattern");
+    if (pat.contains("Regex")) patterns.push_back(pat.at("Regex").get<std::string>());
+    else patterns.push_back("\\Q" + pat.at("String").get<std::string>() + "\\E");  // a literal
+    return false;
+  }
+  fail(source, "the pre-tokenizer '" + type + "' is not supported (ByteLevel, Split, Digits and Sequence are)");
+}
+
+TokenizerSpec tokenizer_json(const std::string& path) {
+  json j;
+  try {
+    j = json::parse(read_whole(path));
+    TokenizerSpec spec;
+    spec.source = path;
+    const json& model = j.at("model");
+    const std::string type = model.value("type", "");
+    if (type != "BPE") fail(path, "model type '" + type + "' is not supported (only byte-level \"BPE\")");
+    if (!model.value("dropout", json()).is_null()) fail(path, "BPE dropout is not supported");
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+      if (const json v = model.value(key, json()); !v.is_null() && !v.get<std::string>().empty())
+        fail(path, std::string("BPE's ") + key + " is not supported");
+    if (const json& n = j.value("normalizer", json()); !n.is_null() && !(n.value("type", "") == "Sequence" && n.at("normalizers").empty()))
+      fail(path, "the normalizer '" + n.value("type", std::string("?")) + "' is not supported");
+    if (!read_pre_tokenizer(path, j.value("pre_tokenizer", json()), spec.split_patterns))
+      fail(path, "has no ByteLevel pre-tokenizer: only byte-level BPE is supported (GPT-2, Llama 3, Qwen2, SmolLM2), "
+                 "not SentencePiece's (Llama 2, Mistral)");
+    spec.ignore_merges = model.value("ignore_merges", false);
+
+    std::vector<std::string> strings;
+    std::vector<bool> literal;
+    auto put = [&](int64_t id, const std::string& s, bool lit) {
+      if (id < 0 || id >= (int64_t(1) << 24)) fail(path, "token id " + std::to_string(id) + " for '" + s + "' is out of range");
+      if (size_t(id) >= strings.size()) strings.resize(size_t(id) + 1), literal.resize(size_t(id) + 1);
+      strings[size_t(id)] = s;
+      literal[size_t(id)] = lit;
+    };
+    std::unordered_map<std::string, int32_t> ids;  // token string -> id, as the merges name them
+    for (const auto& [s, id] : model.at("vocab").items()) {
+      put(id.get<int64_t>(), s, false);
+      ids[s] = id.get<int32_t>();
+    }
+    for (const json& a : j.value("added_tokens", json::array())) {
+      const std::string content = a.at("content");
+      for (const char* flag : {"single_word", "lstrip", "rstrip"})
+        if (a.value(flag, false))
+          fail(path, "added token '" + content + "' sets " + flag + ", which is not supported");
+      put(a.at("id").get<int64_t>(), content, true);
+      spec.specials.push_back(a.at("id").get<int32_t>());
+    }
+    std::vector<std::pair<std::string, std::string>> pairs;
+    const json& merges = model.at("merges");
+    for (size_t r = 0; r < merges.size(); ++r)
+      pairs.push_back(merges[r].is_string() ? split_merge(path, merges[r], r)
+                                            : std::pair{merges[r].at(0).get<std::string>(), merges[r].at(1).get<std::string>()});
+    spec.merges = merges_of(path, pairs, ids);
+    spec.tokens = byte_tokens(path, strings, literal);
+    spec.end_of_text = end_of_text_by_name(spec);
+    if (const json u = model.value("unk_token", json()); !u.is_null()) {
+      const auto it = ids.find(u.get<std::string>());
+      if (it == ids.end()) fail(path, "the unk_token '" + u.get<std::string>() + "' is not in the vocabulary");
+      spec.unknown = it->second;
+      spec.fuse_unknown = model.value("fuse_unk", false);
+    }
+    return spec;
+  } catch (const json::exception& e) {
+    fail(path, std::string("not a usable tokenizer.json: ") + e.what());
+  }
+}
+
+// ---- GGUF ---------------------------------------------------------------------------------------
+
+// llama.cpp's names for the pre-tokenizers (tokenizer.ggml.pre), as the patterns the families'
+// tokenizer.json files split with.
+std::optional<std::vector<std::string>> gguf_pre_patterns(const std::string& pre) {
+  static const std::map<std::string, std::vector<std::string>> known = {
+      {"gpt-2", {kGpt2Pattern}},          {"gpt2", {kGpt2Pattern}},           {"default", {kGpt2Pattern}},
+      {"smollm", {R"(\p{N})", kGpt2Pattern}}, {"starcoder", {R"(\p{N})", kGpt2Pattern}},
+      {"llama-bpe", {kLlama3Pattern}},    {"llama3", {kLlama3Pattern}},       {"qwen2", {kQwen2Pattern}},
+  };
+  const auto it = known.find(pre);
+  if (it == known.end()) return std::nullopt;
+  return it->second;
+}
+
+TokenizerSpec gguf_tokenizer(const std::string& path) {
+  const auto file = GgufFile::open(path);
+  TokenizerSpec spec;
+  spec.source = path;
+  const auto model = file->meta_string("tokenizer.ggml.model");
+  if (!model) fail(path, "holds no tokenizer (no tokenizer.ggml.model)");
+  if (*model != "gpt2")
+    fail(path, "tokenizer.ggml.model '" + *model + "' is not supported (only byte-level BPE, \"gpt2\")");
+  const std::string pre = file->meta_string("tokenizer.ggml.pre").value_or("default");
+  auto patterns = gguf_pre_patterns(pre);
+  if (!patterns) fail(path, "tokenizer.ggml.pre '" + pre + "' is not a pre-tokenizer ztrain knows (gpt-2, smollm, starcoder, llama-bpe, qwen2)");
+  spec.split_patterns = std::move(*patterns);
+  spec.ignore_merges = pre == "llama-bpe" || pre == "llama3";  // as Llama 3's tokenizer.json sets it
+
+  const auto strings = file->meta_strings("tokenizer.ggml.tokens");
+  if (!strings || strings->empty()) fail(path, "tokenizer.ggml.tokens is missing or empty");
+  const auto types = file->meta_ints("tokenizer.ggml.token_type");
+  if (types && types->size() != strings->size())
+    fail(path, "tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " +
+                   std::to_string(strings->size()) + " tokens");
+  // Control (3) and user-defined (4) tokens are matched in the text as written, as llama.cpp does.
+  std::vector<bool> literal(strings->size(), false);
+  for (size_t id = 0; types && id < types->size(); ++id)
+    if ((*types)[id] == 3 || (*types)[id] == 4) {
+      literal[id] = true;
+      spec.specials.push_back(static_cast<int32_t>(id));
+    }
+  std::unordered_map<std::string, int32_t> ids;
+  for (size_t id = 0; id < strings->size(); ++id) ids.try_emplace((*strings)[id], static_cast<int32_t>(id));
+  const auto merge_strings = file->meta_strings("tokenizer.ggml.merges");
+  if (!merge_strings) fail(path, "tokenizer.ggml.merges is missing");
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (size_t r = 0; r < merge_strings->size(); ++r) pairs.push_back(split_merge(path, (*merge_strings)[r], r));
+  spec.merges = merges_of(path, pairs, ids);
+  spec.tokens = byte_tokens(path, *strings, literal);
+  spec.end_of_text = end_of_text_by_name(spec);
+  // tokenizer.ggml.unknown_token_id is not used for bytes the vocabulary lacks: the families'
+  // tokenizer.json files (SmolLM2's) set no unk_token for their BPE, which drops such bytes.
+  if (spec.end_of_text < 0)
+    if (const auto eos = file->meta_int("tokenizer.ggml.eos_token_id"); eos && *eos >= 0 && *eos < int64_t(strings->size()))
+      spec.end_of_text = static_cast<int32_t>(*eos);
+  return spec;
+}
+
+// ---- tiktoken -----------------------------------------------------------------------------------
+
+std::optional<std::string> base64_decode(std::string_view s) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  while (!s.empty() && s.back() == '=') s.remove_suffix(1);
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : s) {
+    const int v = value(c);
+    if (v < 0) return std::nullopt;
+    acc = acc << 6 | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xFF);
+    }
+  }
+  return out;
+}
+
+// A rank file holds the ordinary tokens only; their split pattern and special tokens belong to
+// the encoding, which tiktoken names in code. GPT-2's (r50k_base) is the one known here.
+TokenizerSpec tiktoken_file(const std::string& path) {
+  TokenizerSpec spec;
+  spec.source = path;
+  std::istringstream in(read_whole(path));
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    const size_t space = line.find(' ');
+    std::optional<std::string> bytes = space == std::string::npos ? std::nullopt : base64_decode(std::string_view(line).substr(0, space));
+    int64_t rank = -1;
+    if (bytes) try {
+        size_t used = 0;
+        rank = std::stoll(line.substr(space + 1), &used);
+        if (used != line.size() - space - 1) rank = -1;
+      } catch (const std::exception&) {
+      }
+    if (!bytes || bytes->empty() || rank != int64_t(spec.tokens.size()))
+      fail(path, "line " + std::to_string(n) + " is not '<base64 token> " + std::to_string(spec.tokens.size()) +
+                     "' (a tiktoken rank file lists its tokens in rank order)");
+    spec.tokens.push_back(std::move(*bytes));
+  }
+  if (spec.tokens.size() != 50256)
+    fail(path, "a tiktoken file of " + std::to_string(spec.tokens.size()) +
+                   " ranks: only GPT-2's (50256 ranks, gpt2.tiktoken) is known; give other tokenizers as tokenizer.json");
+  spec.split_patterns = {kGpt2Pattern};
+  spec.tokens.emplace_back("<|endoftext|>");
+  spec.specials = {50256};
+  spec.end_of_text = 50256;
+  spec.ignore_merges = true;  // tiktoken takes a piece that is a token whole
+  // tiktoken merges the adjacent pair whose concatenation has the lowest rank: every way of
+  // cutting a token into two tokens is a merge of that token's rank.
+  std::unordered_map<std::string_view, int32_t> ids;
+  for (size_t id = 0; id + 1 < spec.tokens.size(); ++id) ids.emplace(spec.tokens[id], static_cast<int32_t>(id));
+  for (size_t id = 0; id + 1 < spec.tokens.size(); ++id) {
+    const std::string_view t = spec.tokens[id];
+    for (size_t k = 1; k < t.size(); ++k) {
+      const auto a = ids.find(t.substr(0, k)), b = ids.find(t.substr(k));
+      if (a != ids.end() && b != ids.end()) spec.merges.push_back({a->second, b->second, static_cast<int32_t>(id)});
+    }
+  }
+  return spec;
+}
+
+bool is_gguf(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+}  // namespace
+
+Tokenizer load_tokenizer(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const std::string json_path = (fs::path(path) / "tokenizer.json").string();
+    if (!fs::exists(json_path, ec)) fail(path, "the folder holds no tokenizer.json");
+    return Tokenizer(tokenizer_json(json_path));
+  }
+  if (!fs::exists(path, ec)) fail(path, "no such file");
+  if (is_gguf(path)) return Tokenizer(gguf_tokenizer(path));
+  if (fs::path(path).extension() == ".tiktoken") return Tokenizer(tiktoken_file(path));
+  if (fs::path(path).extension() == ".json") return Tokenizer(tokenizer_json(path));
+  fail(path, "not a tokenizer.json, a GGUF file or a .tiktoken file");
+}
+
+}  // namespace zt

@@ -194,6 +194,7 @@ class Section {
 // What the file gave explicitly, where the struct's default cannot tell.
 struct Seen {
   bool data_train = false, val_fraction = false, train_batch_size = false, total_num_steps = false;
+  bool chat_keys = false;
   bool precision = false;  // a bf16 (bfloat16) or fp16 section was given
   bool val_interval = false;
 };
@@ -232,6 +233,10 @@ void read_data(Section& top, DataConfig& d, Seen& seen) {
   s->get("seq_len", d.seq_len);
   s->get("shuffle", d.shuffle);
   seen.val_fraction = s->get("val_fraction", d.val_fraction);
+  seen.chat_keys |= s->get("tokenizer", d.tokenizer);
+  seen.chat_keys |= s->get("chat_template", d.chat_template);
+  seen.chat_keys |= s->get("packing", d.packing);
+  seen.chat_keys |= s->get("system", d.system);
   s->done();
 }
 
@@ -570,8 +575,17 @@ void check_values(Config& c, const Seen& seen) {
   auto known = [&](std::string_view key) { return !m.init_from || given(key); };
 
   if (!is_model_arch(m.arch)) fail("model.arch", show(m.arch) + " is not implemented (expected " + model_archs_text() + ")");
-  if (d.format != "llmc" && d.format != "bytes")
-    fail("data.format", "expected \"llmc\" or \"bytes\", got " + show(d.format));
+  if (d.format != "llmc" && d.format != "bytes" && d.format != "chat")
+    fail("data.format", "expected \"llmc\", \"bytes\" or \"chat\", got " + show(d.format));
+  if (seen.chat_keys && d.format != "chat")
+    fail("data", "tokenizer, chat_template, packing and system apply to data.format \"chat\" only");
+  if (d.format == "chat") {
+    if (d.tokenizer.empty() && m.init_from) d.tokenizer = *m.init_from;  // GGUF files and HF folders carry theirs
+    if (d.tokenizer.empty())
+      fail("data.tokenizer", "chat data needs a tokenizer: a tokenizer.json (or its folder), a GGUF file or a "
+                             ".tiktoken file (model.init_from's is taken when it is one)");
+    // data.chat_template is checked by the loader, which knows the templates (runtime/text/).
+  }
   if (d.format == "bytes") {
     if (given("vocab_size") && m.dims.vocab_size != 256)
       fail("model.vocab_size", "must be 256 for data.format \"bytes\", got " + show(m.dims.vocab_size));
@@ -603,8 +617,8 @@ void check_values(Config& c, const Seen& seen) {
     fail("data.seq_len", show(d.seq_len) + " must be <= model.max_seq_len " + show(m.dims.max_seq_len));
   if (!(d.val_fraction > 0.0 && d.val_fraction <= 0.5))
     fail("data.val_fraction", "must be in (0, 0.5], got " + num(d.val_fraction));
-  if (seen.val_fraction && d.format != "bytes")
-    fail("data.val_fraction", "only applies to data.format \"bytes\"");
+  if (seen.val_fraction && d.format != "bytes" && d.format != "chat")
+    fail("data.val_fraction", "only applies to data.format \"bytes\" and \"chat\"");
   if (seen.val_fraction && !d.val.empty()) fail("data.val_fraction", "has no effect when data.val is set");
 
   const TrainConfig& t = c.train;

@@ -34,12 +34,19 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string format = "llmc";  // "llmc" token shards or "bytes" (raw files, vocabulary 256)
-  std::string train;            // glob (llmc) or files / folders / globs separated by ':' (bytes)
-  std::string val;              // empty: none (llmc), or the held-out tail of train (bytes)
+  std::string format = "llmc";  // "llmc" token shards, "bytes" (raw files, vocabulary 256) or "chat"
+  std::string train;            // glob (llmc) or files / folders / globs separated by ':' (bytes, chat)
+  std::string val;              // empty: none (llmc), or the held-out tail of train (bytes, chat)
   int seq_len = 256;
   bool shuffle = false;
-  double val_fraction = 0.1;    // bytes format without `val`: share of bytes held out, in (0, 0.5]
+  double val_fraction = 0.1;    // bytes/chat without `val`: share of bytes/conversations held out, in (0, 0.5]
+  // chat ([Note: chat rows] in runtime/data/chat_data.hpp): the tokenizer (a tokenizer.json or
+  // its folder, a GGUF file, a .tiktoken file; empty: model.init_from's), the template's name,
+  // whether conversations are packed into rows, and a system message for conversations without.
+  std::string tokenizer;
+  std::string chat_template = "chatml";
+  bool packing = false;
+  std::string system;
 };
 
 struct TrainConfig {

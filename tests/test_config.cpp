@@ -464,12 +464,16 @@ TEST_CASE("impossible model values") {
 }
 
 TEST_CASE("impossible data and train values") {
-  CHECK(error_of({"data.format=parquet"}) == "config: data.format: expected \"llmc\" or \"bytes\", got \"parquet\"");
+  CHECK(error_of({"data.format=parquet"}) == "config: data.format: expected \"llmc\", \"bytes\" or \"chat\", got \"parquet\"");
   CHECK(error_of({"data.seq_len=0"}) == "config: data.seq_len: must be >= 1, got 0");
   CHECK(error_of({"data.format=bytes", "data.val_fraction=0"}) == "config: data.val_fraction: must be in (0, 0.5], got 0");
   CHECK(error_of({"data.format=bytes", "data.val_fraction=0.6"}) == "config: data.val_fraction: must be in (0, 0.5], got 0.6");
   CHECK(error_of({"data.format=bytes", "data.val_fraction=0.5"}) == "(no error)");
-  CHECK(error_of({"data.val_fraction=0.2"}) == "config: data.val_fraction: only applies to data.format \"bytes\"");
+  CHECK(error_of({"data.val_fraction=0.2"}) == "config: data.val_fraction: only applies to data.format \"bytes\" and \"chat\"");
+  CHECK(error_of({"data.packing=true"}) ==
+        "config: data: tokenizer, chat_template, packing and system apply to data.format \"chat\" only");
+  CHECK(error_of({"data.format=chat"}).starts_with("config: data.tokenizer: chat data needs a tokenizer"));
+  CHECK(error_of({"data.format=chat", "data.tokenizer=t.json", "data.val_fraction=0.2"}) == "(no error)");
   CHECK(error_of({"data.format=bytes", "data.val=v.txt", "data.val_fraction=0.2"}) ==
         "config: data.val_fraction: has no effect when data.val is set");
   CHECK(error_of({"train.steps=0"}) == "config: train.steps: must be >= 1, got 0");

@@ -231,5 +231,19 @@ TEST_CASE("sample: greedy decoding follows the argmax and is deterministic") {
   const Tensor lg = a.gpt.logits(tape, tokens);
   const float* last = lg.data<float>() + 2 * 64;
   CHECK(std::max_element(last, last + 50) - last == out[0]);
-  for (int32_t t : generate(a.gpt, {5}, SampleOptions{30, 5, 1.0f, 9})) CHECK((t >= 0 && t < 50));
+  SampleOptions opt;
+  opt.tokens = 30, opt.top_k = 5, opt.seed = 9;
+  for (int32_t t : generate(a.gpt, {5}, opt)) CHECK((t >= 0 && t < 50));
+  // top-p: a nucleus too small for a second candidate is greedy whatever k and the seed.
+  SampleOptions nucleus = greedy;
+  nucleus.top_k = 50, nucleus.top_p = 1e-6f, nucleus.temperature = 1.0f, nucleus.seed = 3;
+  CHECK(generate(a.gpt, {1, 2, 3}, nucleus) == out);
+  // A stop token ends the text after its first appearance.
+  SampleOptions stop = greedy;
+  stop.stop = {out[3]};
+  const std::vector<int32_t> until = generate(a.gpt, {1, 2, 3}, stop);
+  const size_t first = size_t(std::find(out.begin(), out.end(), out[3]) - out.begin());
+  CHECK(until == std::vector<int32_t>(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(first) + 1));
+  nucleus.top_p = 1.5f;
+  CHECK_THROWS_AS(generate(a.gpt, {1}, nucleus), std::invalid_argument);
 }

@@ -69,4 +69,19 @@ expect 1 "$dir/bad.jsonl: the line at byte 17 is not a JSON object with a string
 : > "$dir/empty.txt"
 expect 1 "the inputs hold no bytes" -- "$ztrain" tokenize --tokenizer "$tiktoken" --out "$dir/z" "$dir/empty.txt"
 
+# Sampling through the tokenizer a GGUF file carries: --chat renders a user turn with the chatml
+# template and stops at <|im_end|>, which is not printed.
+out=$("$ztrain" sample --checkpoint "$gguf" --chat true --prompt "What is the capital of France?" --tokens 40 --temperature 0 2>&1) ||
+  fail "chat sample failed: $out"
+printf '%s' "$out" | grep -q "Paris" || fail "SmolLM2 does not say Paris: $out"
+case "$out" in *"<|im_end|>"*|*"<|im_start|>"*) fail "the chat sample printed the template's tokens: $out" ;; esac
+[ "$(printf '%s' "$out" | wc -c)" -lt 200 ] || fail "the chat sample did not stop at the end of its turn: $out"
+out=$("$ztrain" sample --checkpoint "$gguf" --prompt "The GNU General Public License" --tokens 8 --top-p 0.9 --temperature 0.8 2>&1) ||
+  fail "text sample failed: $out"
+case "$out" in "The GNU General Public License"?*) ;; *) fail "the text sample does not continue its prompt: $out" ;; esac
+expect 2 "--top-p must be in (0, 1], got 0" -- "$ztrain" sample --checkpoint "$gguf" --top-p 0
+expect 1 "the tokenizer $tiktoken has 50257 tokens, more than the model's vocabulary of 49152" -- \
+  "$ztrain" sample --checkpoint "$gguf" --tokenizer "$tiktoken"
+expect 1 "has no <|eot_id|> for the chat template 'llama3'" -- "$ztrain" sample --checkpoint "$gguf" --chat true --chat-template llama3
+
 finish "tokenize: ids identical to tokenizers for GPT-2, SmolLM2 and a Llama-3-style tokenizer; splits, chunks and bad input"

@@ -5,7 +5,9 @@
 #include <climits>
 #include <cstdio>
 #include <iostream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "runtime/cli/sample.hpp"
 #include "runtime/cli/signals.hpp"
 #include "runtime/cli/tokenize.hpp"
+#include "runtime/text/chat_template.hpp"
 #include "runtime/text/tokenizer_files.hpp"
 #include "runtime/train/trainer.hpp"
 #include "runtime/checkpoint/weights.hpp"
@@ -31,7 +34,8 @@ namespace {
 constexpr const char* kUsage = R"(usage:
   ztrain train --config FILE [--set dotted.key=value]... [--init-from PATH] [--train-data GLOB]
                [--steps N] [--seed N] [--metrics FILE] [--trace FILE] [--resume [DIR]]
-  ztrain sample --checkpoint PATH [--prompt TEXT] [--tokens N] [--top-k K] [--temperature X] [--seed N]
+  ztrain sample --checkpoint PATH [--prompt TEXT] [--tokenizer PATH] [--chat true] [--chat-template chatml|llama3]
+                [--system TEXT] [--tokens N] [--top-k K] [--top-p P] [--temperature X] [--seed N]
   ztrain estimate --config FILE [--world-size N] [--set dotted.key=value]... [--format table|json]
   ztrain export --checkpoint DIR --format hf|safetensors|llmc --out PATH [--max-shard-size 5GB]
   ztrain tokenize --tokenizer PATH --out DIR [--val-fraction F] [--threads N] [--shard-tokens N]
@@ -88,37 +92,86 @@ int cmd_train(int argc, char** argv, ProcessGroup& pg) {
   return 0;
 }
 
+// Text from a model: GPT-2 or the Llama family from an llm.c file, a Hugging Face folder, a GGUF
+// file or a ztrain checkpoint; through a tokenizer (--tokenizer, or the one a GGUF file or a Hugging
+// Face folder carries), or as bytes for a byte-level model. --chat renders the prompt as a user turn
+// with the template and stops at its end-of-turn token. Tokens are printed as they are chosen.
 int cmd_sample(int argc, char** argv) {
-  std::string checkpoint, prompt = "\n";
+  std::string checkpoint, prompt, tokenizer, chat_template = "chatml", system;
+  bool chat = false;
   SampleOptions opt;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--prompt", "--tokens", "--top-k", "--temperature", "--seed"})) {
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--prompt", "--tokens", "--top-k", "--top-p",
+                                                         "--temperature", "--seed", "--tokenizer", "--chat",
+                                                         "--chat-template", "--system"})) {
     if (flag == "--checkpoint") checkpoint = value;
     else if (flag == "--prompt") prompt = value;
     else if (flag == "--tokens") opt.tokens = static_cast<int>(int_flag(flag, value, 0, INT_MAX));
     else if (flag == "--top-k") opt.top_k = static_cast<int>(int_flag(flag, value, 1, INT_MAX));
+    else if (flag == "--top-p") opt.top_p = static_cast<float>(number_flag(flag, value, 0.0));
     else if (flag == "--seed") opt.seed = seed_flag(flag, value);
+    else if (flag == "--tokenizer") tokenizer = value;
+    else if (flag == "--chat-template") chat_template = value;
+    else if (flag == "--system") system = value;
+    else if (flag == "--chat") chat = value == "true" || value == "1" ? true : value == "false" || value == "0" ? false
+                                     : throw UsageError("--chat expects true or false, got '" + value + "'");
     else opt.temperature = static_cast<float>(number_flag(flag, value, 0.0));
   }
   if (checkpoint.empty()) throw UsageError("sample needs --checkpoint PATH");
+  if (!(opt.top_p > 0.0f && opt.top_p <= 1.0f)) throw UsageError("--top-p must be in (0, 1], got " + std::to_string(opt.top_p));
   const StoredModel stored = stored_model(checkpoint);
   const std::unique_ptr<Model> owned = make_model(stored.arch, stored.dims);
   Model& model = *owned;
-  if (model.dims().vocab_size != 256)
-    throw std::runtime_error("sample: '" + checkpoint + "' has a vocabulary of " + std::to_string(model.dims().vocab_size) +
-                             " tokens; only byte-level models (256) can be prompted with text");
+  std::optional<Tokenizer> tok;
+  if (!tokenizer.empty()) tok.emplace(load_tokenizer(tokenizer));
+  else if (holds_tokenizer(checkpoint)) tok.emplace(load_tokenizer(checkpoint));
+  const int vocab = model.dims().vocab_size;
+  if (!tok && vocab != 256)
+    throw std::runtime_error("sample: '" + checkpoint + "' has a vocabulary of " + std::to_string(vocab) +
+                             " tokens and carries no tokenizer: give it with --tokenizer PATH (a tokenizer.json, a GGUF file, "
+                             "gpt2.tiktoken for GPT-2)");
+  if (tok && tok->vocab_size() > vocab)
+    throw std::runtime_error("sample: the tokenizer " + tok->source() + " has " + std::to_string(tok->vocab_size()) +
+                             " tokens, more than the model's vocabulary of " + std::to_string(vocab));
+  if (chat && !tok) throw UsageError("--chat needs a tokenizer with the chat template's special tokens");
   std::vector<Tensor> buffers;
   for (int u = 0; u < model.num_units(); ++u) {
     buffers.push_back(Tensor::empty({model.layout()[u].numel}, DType::f32, MemCategory::parameters));
     model.bind_unit(u, buffers.back(), Tensor());
   }
   load_weights(checkpoint, model);
-  if (prompt.empty()) prompt = "\n";
-  std::vector<int32_t> ids(prompt.begin(), prompt.end());
-  for (int32_t& id : ids) id &= 0xff;  // bytes, not chars: a signed char would give negative ids
-  // Each token is printed as it comes: a long sample shows its progress, and an interrupted one
-  // keeps what it printed.
-  std::cout << prompt << std::flush;
-  generate(model, ids, opt, [](int32_t t) { std::cout << static_cast<char>(t) << std::flush; });
+
+  std::vector<int32_t> ids;
+  std::function<void(int32_t)> emit;
+  if (!tok) {  // bytes, not chars: a signed char would give negative ids
+    if (prompt.empty()) prompt = "\n";
+    for (char c : prompt) ids.push_back(static_cast<unsigned char>(c));
+    std::cout << prompt << std::flush;
+    emit = [](int32_t t) { std::cout << static_cast<char>(t) << std::flush; };
+  } else {
+    if (tok->find("<|endoftext|>")) opt.stop.push_back(*tok->find("<|endoftext|>"));
+    if (chat) {
+      const ChatTemplate tmpl(chat_template);
+      const auto end_of_turn = tok->find(tmpl.end_of_turn());
+      if (!end_of_turn) throw std::runtime_error("sample: the tokenizer " + tok->source() + " has no " + tmpl.end_of_turn() +
+                                                 " for the chat template '" + chat_template + "'");
+      opt.stop.push_back(*end_of_turn);
+      std::vector<ChatMessage> messages;
+      if (!system.empty()) messages.push_back({"system", system});
+      messages.push_back({"user", prompt});
+      TokenEncoder enc(*tok);
+      for (const ChatSegment& seg : tmpl.render(messages, true)) enc.encode(seg.text, ids);
+    } else {
+      ids = tok->encode(prompt);
+      if (ids.empty()) ids.push_back(opt.stop.empty() ? 0 : opt.stop.front());  // start a text from nothing
+      std::cout << prompt << std::flush;
+    }
+    emit = [&](int32_t t) {
+      if (chat && t == opt.stop.back()) return;  // the end of the answer, not a part of it
+      const std::string& bytes = tok->token(t);
+      std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) << std::flush;
+    };
+  }
+  generate(model, ids, opt, emit);
   std::cout << std::endl;
   return 0;
 }

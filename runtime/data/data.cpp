@@ -2,6 +2,8 @@
 // Both share one batch schedule (OrderedLoader) so the order rules live in a single place.
 #include "runtime/data/data.hpp"
 
+#include "runtime/data/chat_data.hpp"
+
 #include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
@@ -448,6 +450,7 @@ std::unique_ptr<DataLoader> make_loader(const DataConfig& cfg, Split split, int 
   const Geometry geo{B, T, rank, world_size};
   const bool shuffle = cfg.shuffle && split == Split::train;  // validation is always in order
   if (cfg.format == "bytes") return make_bytes(cfg, split, geo, shuffle, seed);
+  if (cfg.format == "chat") return make_chat_loader(cfg, split == Split::val, B, T, rank, world_size, seed, shuffle);
   if (cfg.format != "llmc")
     throw ConfigError("config: data.format: unknown format '" + cfg.format + "'");
   if (split == Split::val && cfg.val.empty())

@@ -38,6 +38,12 @@ class DataLoader {
   virtual void limit_tokens(int vocab_size) = 0;
   virtual int64_t num_tokens() const = 0;  // over all shards / files of this split
   virtual int64_t batches_per_epoch() const = 0;  // for this rank
+  // What the loader made of its files, for the run's first lines (chat data: conversations, bad
+  // lines, rows, trained targets); empty when there is nothing to say.
+  virtual std::string summary() const { return ""; }
+  // Whether some targets may be -1 (left out of the loss): chat data trains on the assistant's
+  // tokens only. Token shards and bytes never mask, and their steps skip counting.
+  virtual bool masks_targets() const { return false; }
 };
 
 enum class Split { train, val };

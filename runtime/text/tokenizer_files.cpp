@@ -376,6 +376,12 @@ bool is_gguf(const std::string& path) {
 
 }  // namespace
 
+bool holds_tokenizer(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return fs::exists(fs::path(path) / "tokenizer.json", ec);
+  return fs::is_regular_file(path, ec) && is_gguf(path);
+}
+
 Tokenizer load_tokenizer(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {

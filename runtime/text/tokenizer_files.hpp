@@ -20,4 +20,8 @@ namespace zt {
 // model, a normalizer, a pre-tokenizer step or behaviour this reader does not do, ...).
 Tokenizer load_tokenizer(const std::string& path);
 
+// Whether a model's path carries its tokenizer: a folder holding tokenizer.json, or a GGUF file
+// (read by its magic; whether its metadata holds a usable tokenizer is load_tokenizer's to say).
+bool holds_tokenizer(const std::string& path);
+
 }  // namespace zt

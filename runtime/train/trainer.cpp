@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -153,7 +154,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   }
 
   train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
-  if (!cfg_.data.val.empty() || cfg_.data.format == "bytes")
+  if (!cfg_.data.val.empty() || cfg_.data.format == "bytes" || cfg_.data.format == "chat")
     val_ = make_loader(cfg_.data, Split::val, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
   for (DataLoader* l : {train_.get(), val_.get()})
     if (l) l->limit_tokens(dims.vocab_size);
@@ -210,17 +211,32 @@ StepStats Trainer::step() {
   comm_.memory().accounting().reset_peaks();  // where the model lives
   engine_->begin_step();
 
-  // Each micro-batch's loss is a mean over its tokens; seeding backward with 1/accumulation makes
-  // the summed gradients those of the mean over the whole batch (times fp16's loss scale).
+  // [Note: masked loss] The step's loss is the mean over the targets it counts on every rank
+  // (chat data leaves the prompt's out, as -1), and so is the gradient: micro-batch k's mean loss
+  // seeds backward with W * counted_k / counted_all (W: the ranks, whose gradients are averaged),
+  // so np, ZeRO stage and accumulation do not change what is trained, however the masks fall.
+  // Without masks that weight is 1/accumulation, and the step counts nothing.
   const int accum = cfg_.grad_accum;
   const double loss_scale = scaler_.scale();
+  const int64_t bt = int64_t(B_) * T_;
+  const bool masked = train_->masks_targets();
+  step_inputs_.resize(size_t(accum * bt));
+  step_targets_.resize(size_t(accum * bt));
+  std::vector<int64_t> counted(size_t(accum), bt);
+  for (int micro = 0; micro < accum; ++micro) {
+    train_->next(&step_inputs_[size_t(micro * bt)], &step_targets_[size_t(micro * bt)]);
+    if (masked) counted[size_t(micro)] = bt - std::count(&step_targets_[size_t(micro * bt)], &step_targets_[size_t((micro + 1) * bt)], -1);
+  }
+  const int64_t all = masked ? count_over_ranks(std::accumulate(counted.begin(), counted.end(), int64_t{0})) : 0;
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
-    train_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
+    std::copy_n(&step_inputs_[size_t(micro * bt)], bt, inputs_.data<int32_t>());
+    std::copy_n(&step_targets_[size_t(micro * bt)], bt, targets_.data<int32_t>());
     engine_->begin_pass(micro == accum - 1);
     Tensor loss = model_->forward(tape_, inputs_, targets_);
-    loss_sum += loss.data<float>()[0];
-    tape_.backward(loss, static_cast<float>(loss_scale / accum));
+    const double weight = all > 0 ? double(comm_.size()) * double(counted[size_t(micro)]) / double(all) : 0.0;
+    loss_sum += masked ? loss.data<float>()[0] * double(counted[size_t(micro)]) : loss.data<float>()[0];
+    tape_.backward(loss, static_cast<float>(masked ? loss_scale * weight : loss_scale / accum));
     engine_->end_pass();
   }
 
@@ -229,7 +245,7 @@ StepStats Trainer::step() {
   ++steps_done_;
   if (steps_done_ == poison_step_) engine_->poison_grads();
   // Reduced over the ranks, so inf or NaN on any rank is inf or NaN on every rank.
-  const double loss = mean_over_ranks(loss_sum / accum);
+  const double loss = !masked ? mean_over_ranks(loss_sum / accum) : all > 0 ? sum_over_ranks(loss_sum) / double(all) : 0.0;
   // fp16: an inf or NaN on any rank skips the step on every rank.
   const bool overflow = scaler_.active() && engine_->grads_overflowed();
   const double norm = overflow ? std::numeric_limits<double>::infinity() : engine_->grad_norm() / loss_scale;
@@ -293,19 +309,41 @@ double Trainer::validate() {
   if (!val_) throw std::logic_error("validate() without validation data");
   val_->reset();
   Tape::NoGrad no_grad(tape_);
+  const bool masked = val_->masks_targets();
   double sum = 0.0;
+  int64_t counted = 0;
   for (int i = 0; i < cfg_.train.val_batches; ++i) {
     val_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
+    const int32_t* tg = targets_.data<int32_t>();
+    const int64_t n = masked ? int64_t(B_) * T_ - std::count(tg, tg + int64_t(B_) * T_, -1) : 1;
     engine_->begin_pass(false);
-    sum += model_->forward(tape_, inputs_, targets_).data<float>()[0];
+    sum += model_->forward(tape_, inputs_, targets_).data<float>()[0] * double(n);
+    counted += n;
     engine_->end_pass();
   }
-  return mean_over_ranks(sum / cfg_.train.val_batches);
+  if (!masked) return mean_over_ranks(sum / cfg_.train.val_batches);
+  const int64_t all = count_over_ranks(counted);  // [Note: masked loss]
+  return all > 0 ? sum_over_ranks(sum) / double(all) : 0.0;
 }
 
 double Trainer::mean_over_ranks(double v) {
   if (comm_.size() == 1) return v;
   return comm_.all_reduce_value(static_cast<float>(v), ReduceOp::avg);
+}
+
+double Trainer::sum_over_ranks(double v) {
+  if (comm_.size() == 1) return v;
+  return comm_.all_reduce_value(static_cast<float>(v), ReduceOp::sum);
+}
+
+int64_t Trainer::count_over_ranks(int64_t n) {
+  if (comm_.size() == 1) return n;
+  // Floats add integers exactly below 2^24: the count goes as two halves of 12 bits and more.
+  Tensor parts = Tensor::empty({2}, DType::f32, MemCategory::communication);
+  parts.data<float>()[0] = static_cast<float>(n >> 12);
+  parts.data<float>()[1] = static_cast<float>(n & 4095);
+  host_comm_.all_reduce(parts, ReduceOp::sum);
+  return (static_cast<int64_t>(parts.data<float>()[0]) << 12) + static_cast<int64_t>(parts.data<float>()[1]);
 }
 
 namespace {
@@ -351,6 +389,8 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
     metrics = std::make_unique<MetricsWriter>(tc.metrics, tc.resume.empty() ? -1 : steps_done_);
   log(run_banner(*this));
   if (!loaded_.empty()) log(loaded_);
+  for (const DataLoader* l : {train_.get(), val_.get()})
+    if (l && !l->summary().empty()) log(l->summary());
   if (!resumed_.empty()) log(resumed_);
   if (checkpoints_ && !checkpoints_->note().empty()) log(checkpoints_->note());
   if (!val_note_.empty()) log(val_note_);

@@ -71,6 +71,8 @@ class Trainer {
  private:
   Trainer(const Config& cfg, std::unique_ptr<Communicator> own);
   double mean_over_ranks(double v);
+  double sum_over_ranks(double v);
+  int64_t count_over_ranks(int64_t n);  // exact, over the host communicator
   [[noreturn]] void throw_nonfinite(double loss, double norm) const;
 
   Config cfg_;
@@ -98,6 +100,7 @@ class Trainer {
   int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
   LossScaler scaler_;
   Tensor inputs_, targets_;
+  std::vector<int32_t> step_inputs_, step_targets_;  // a step's micro-batches, read before the first
 };
 
 }  // namespace zt

@@ -60,7 +60,7 @@ PY
 for packing in false true; do
   p="--set data.packing=$packing"
   train "ref_$packing" 1 $p
-  grep -q "2 bad lines skipped (1 no assistant turn, 1 not JSON; e.g. $dir/chat.jsonl:5: not JSON)" "$dir/ref_$packing.out" ||
+  grep -q "2 bad lines skipped (1 no assistant turn, 1 not JSON; first ones: $dir/chat.jsonl:5: not JSON; $dir/chat.jsonl:6: no assistant turn)" "$dir/ref_$packing.out" ||
     fail "the bad lines are not reported: $(cat "$dir/ref_$packing.out")"
   train "np2_$packing" 2 $p --set train_micro_batch_size_per_gpu=6
   compare "np2_$packing" "ref_$packing"

@@ -2,7 +2,8 @@
 # `ztrain tokenize` against Hugging Face tokenizers (tests/ref/tokenizer_ref.py) loading the same
 # tokenizer: identical ids on every file of /usr/share/common-licenses, a multilingual UTF-8 text
 # and the same with bytes that are not UTF-8, for GPT-2 (tiktoken file and tokenizer.json),
-# SmolLM2 (its GGUF file and tokenizer.json) and a Llama-3-style split pattern (uint32 shards).
+# SmolLM2 (its GGUF file and tokenizer.json), a Llama-3-style split pattern (uint32 shards) and a
+# Qwen2-style tokenizer (NFC normalizer).
 # Then: the ids do not depend on chunking or threads, the validation split and shard sizes, .jsonl
 # documents, and bad input named.
 # usage: test_tokenize.sh ZTRAIN PYTHON TOKENIZER_REF GPT2_TIKTOKEN SMOLLM2_GGUF
@@ -29,6 +30,7 @@ check gpt2_json "$dir/ref/gpt2/tokenizer.json" gpt2
 check smollm2_gguf "$gguf" smollm2
 check smollm2_json "$dir/ref/smollm2" smollm2
 check llama3 "$dir/ref/llama3/tokenizer.json" llama3
+check qwen2 "$dir/ref/qwen2" qwen2
 grep -q "shards version 7 (uint32 tokens)" "$dir/llama3.out" || fail "llama3 (65661 tokens) did not write uint32 shards: $(cat "$dir/llama3.out")"
 grep -q "shards version 1 (uint16 tokens)" "$dir/gpt2_json.out" || fail "gpt2 did not write uint16 shards: $(cat "$dir/gpt2_json.out")"
 

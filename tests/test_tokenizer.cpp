@@ -149,6 +149,18 @@ TEST_CASE("bytes the vocabulary lacks are dropped or the unknown token, and coun
   CHECK(Tokenizer(s).encode("a\xff\xfe" "b") == std::vector<int32_t>{'a', s.unknown, 'b'});
 }
 
+TEST_CASE("NFC (Qwen2's normalizer) composes the text between special tokens before the split") {
+  TokenizerSpec s = spec_with({{"\xC3", "\xA9"}}, {"<s>"});  // "é" in UTF-8, one merge
+  const std::string composed = "caf\xC3\xA9", decomposed = "cafe\xCC\x81";  // é, and e + U+0301
+  CHECK(Tokenizer(s).encode(decomposed) != Tokenizer(s).encode(composed));
+  s.nfc = true;
+  const Tokenizer t(std::move(s));
+  CHECK(t.encode(decomposed) == t.encode(composed));
+  CHECK(t.encode(decomposed + "<s>" + decomposed).size() == 2 * t.encode(composed).size() + 1);
+  // Bytes that are not UTF-8 stay as they are; the valid stretches around them are composed.
+  CHECK(t.decode(t.encode("e\xCC\x81\xFF" "a\xCC\x81")) == "\xC3\xA9\xFF" "\xC3\xA1");
+}
+
 TEST_CASE("a spec that cannot work is refused by name") {
   TokenizerSpec s = spec_with({{"a", "b"}});
   s.merges.push_back({'x', 'y', 1});  // "xy" is no token
@@ -194,9 +206,9 @@ TEST_CASE("tokenizer files: what cannot be read is named") {
   write_text(fs::path(json), R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
                        "pre_tokenizer": {"type": "Metaspace", "replacement": "_"}})");
   CHECK(contains(error_of([&] { zt::load_tokenizer(json); }), "the pre-tokenizer 'Metaspace' is not supported"));
-  write_text(fs::path(json), R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "NFC"},
+  write_text(fs::path(json), R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "NFKC"},
                        "pre_tokenizer": {"type": "ByteLevel"}})");
-  CHECK(contains(error_of([&] { zt::load_tokenizer(json); }), "the normalizer 'NFC' is not supported"));
+  CHECK(contains(error_of([&] { zt::load_tokenizer(json); }), "the normalizer 'NFKC' is not supported (NFC is)"));
   write_text(fs::path(json), R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": null})");
   CHECK(contains(error_of([&] { zt::load_tokenizer(json); }), "only byte-level BPE is supported"));
   write_text(fs::path(json), R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a c"]},

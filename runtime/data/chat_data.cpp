@@ -241,7 +241,9 @@ std::string describe(const std::string& what, const Corpus& c, size_t first, siz
     s << ", " << bad << " bad lines skipped (";
     bool first_reason = true;
     for (const auto& [reason, n] : c.bad) s << (first_reason ? "" : ", ") << n << " " << reason, first_reason = false;
-    s << "; e.g. " << c.examples.front() << ")";
+    s << "; first " << (c.examples.size() == 1 ? "one" : "ones") << ":";
+    for (size_t i = 0; i < c.examples.size(); ++i) s << (i ? "; " : " ") << c.examples[i];
+    s << ")";
   }
   s << "; " << r.count << " rows of " << T << " tokens" << (packing ? " (packed)" : " (one conversation each, padded)");
   if (r.truncated > 0) s << ", " << r.truncated << " conversations cut to a row";

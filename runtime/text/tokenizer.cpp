@@ -1,7 +1,11 @@
 #include "runtime/text/tokenizer.hpp"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <new>
 
 namespace zt {
 
@@ -17,7 +21,7 @@ constexpr size_t kCachedPieces = 1 << 16;
 
 Tokenizer::Tokenizer(TokenizerSpec spec)
     : source_(std::move(spec.source)), tokens_(std::move(spec.tokens)), unknown_(spec.unknown),
-      fuse_unknown_(spec.fuse_unknown), ignore_merges_(spec.ignore_merges), end_of_text_(spec.end_of_text) {
+      fuse_unknown_(spec.fuse_unknown), nfc_(spec.nfc), ignore_merges_(spec.ignore_merges), end_of_text_(spec.end_of_text) {
   auto fail = [&](const std::string& what) { throw TokenizerError("tokenizer: " + source_ + ": " + what); };
   const auto n = static_cast<int32_t>(tokens_.size());
   if (n == 0) fail("the vocabulary is empty");
@@ -136,8 +140,43 @@ void TokenEncoder::encode(std::string_view text, std::vector<int32_t>& out) {
   encode_ordinary(text.substr(start), out);
 }
 
+// The NFC form of each stretch of valid UTF-8 into normalized_; bytes that are not UTF-8 stay as
+// they are between them (composition never crosses them).
+std::string_view TokenEncoder::nfc(std::string_view text) {
+  normalized_.clear();
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  const auto n = static_cast<utf8proc_ssize_t>(text.size());
+  auto compose = [&](utf8proc_ssize_t begin, utf8proc_ssize_t end) {
+    if (begin == end) return;
+    utf8proc_uint8_t* out = nullptr;
+    const utf8proc_ssize_t len =
+        utf8proc_map(p + begin, end - begin, &out, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    if (len < 0) {
+      std::free(out);
+      throw std::bad_alloc();  // the stretch is valid UTF-8: only memory can fail
+    }
+    normalized_.append(reinterpret_cast<const char*>(out), size_t(len));
+    std::free(out);
+  };
+  utf8proc_ssize_t run = 0, i = 0;
+  while (i < n) {
+    utf8proc_int32_t cp;
+    const utf8proc_ssize_t len = utf8proc_iterate(p + i, n - i, &cp);
+    if (len > 0) {
+      i += len;
+      continue;
+    }
+    compose(run, i);
+    normalized_.push_back(text[size_t(i)]);
+    run = ++i;
+  }
+  compose(run, n);
+  return normalized_;
+}
+
 void TokenEncoder::encode_ordinary(std::string_view text, std::vector<int32_t>& out) {
   if (text.empty()) return;
+  if (tok_.nfc_) text = nfc(text);
   pieces_.assign(1, text);
   for (Regex::Matcher& m : matchers_) {
     next_.clear();

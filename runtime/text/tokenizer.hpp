@@ -44,6 +44,9 @@ struct TokenizerSpec {
   // holds) becomes this token, -1: none, and then it is dropped, as Hugging Face's BPE does.
   int32_t unknown = -1;
   bool fuse_unknown = false;  // consecutive unknown bytes become one unknown token
+  // Unicode NFC before the split (Qwen2's normalizer), on the text between special tokens; bytes
+  // that are not valid UTF-8 are left as they are.
+  bool nfc = false;
 };
 
 class Tokenizer {
@@ -88,6 +91,7 @@ class Tokenizer {
   std::array<int32_t, 256> byte_ids_{};  // -1: the byte has no token
   int32_t unknown_;
   bool fuse_unknown_;
+  bool nfc_;
   std::vector<Regex> splits_;
   // The special tokens by their bytes, and their distinct lengths, longest first: a match at a
   // position is one lookup per length (Llama 3 has 256 specials, all starting with '<').
@@ -112,12 +116,14 @@ class TokenEncoder {
 
  private:
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out);
+  std::string_view nfc(std::string_view text);
   void encode_piece(std::string_view piece, std::vector<int32_t>& out);
   void merge(std::string_view piece);
 
   const Tokenizer& tok_;
   std::vector<Regex::Matcher> matchers_;
   std::vector<std::string_view> pieces_, next_;
+  std::string normalized_;  // the NFC form of the text being split, which the pieces point into
   // Cached pieces: the piece's bytes -> its ids at [offset, offset + count) of cached_ids_.
   std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, Tokenizer::Hash, std::equal_to<>> cache_;
   std::vector<int32_t> cached_ids_;

@@ -175,6 +175,19 @@ bool read_pre_tokenizer(const std::string& source, const json& p, std::vector<st
   fail(source, "the pre-tokenizer '" + type + "' is not supported (ByteLevel, Split, Digits and Sequence are)");
 }
 
+// Whether the normalizer is NFC (Qwen2's), alone or in a Sequence; none is fine, others are refused.
+bool read_normalizer(const std::string& source, const json& n) {
+  if (n.is_null()) return false;
+  const std::string type = n.value("type", "?");
+  if (type == "NFC") return true;
+  if (type == "Sequence") {
+    bool nfc = false;
+    for (const json& step : n.at("normalizers")) nfc |= read_normalizer(source, step);
+    return nfc;
+  }
+  fail(source, "the normalizer '" + type + "' is not supported (NFC is)");
+}
+
 TokenizerSpec tokenizer_json(const std::string& path) {
   json j;
   try {
@@ -188,8 +201,7 @@ TokenizerSpec tokenizer_json(const std::string& path) {
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (const json v = model.value(key, json()); !v.is_null() && !v.get<std::string>().empty())
         fail(path, std::string("BPE's ") + key + " is not supported");
-    if (const json& n = j.value("normalizer", json()); !n.is_null() && !(n.value("type", "") == "Sequence" && n.at("normalizers").empty()))
-      fail(path, "the normalizer '" + n.value("type", std::string("?")) + "' is not supported");
+    spec.nfc = read_normalizer(path, j.value("normalizer", json()));
     if (!read_pre_tokenizer(path, j.value("pre_tokenizer", json()), spec.split_patterns))
       fail(path, "has no ByteLevel pre-tokenizer: only byte-level BPE is supported (GPT-2, Llama 3, Qwen2, SmolLM2), "
                  "not SentencePiece's (Llama 2, Mistral)");

@@ -14,7 +14,9 @@
                         Digits(individual) + ByteLevel pre-tokenizer of its tokenizer.json;
           llama3        a Llama-3-style tokenizer: GPT-2's vocabulary behind Llama 3's Split
                         pattern, ByteLevel without its own pattern, ignore_merges, and Llama 3's
-                        special tokens with reserved ones up to a vocabulary beyond 65536.
+                        special tokens with reserved ones up to a vocabulary beyond 65536;
+          qwen2         a Qwen2-style one: GPT-2's vocabulary, Qwen2's NFC normalizer and split
+                        pattern (digits one at a time), and its special tokens.
     tokenizer_ref.py check TOKENIZER_JSON SHARD_DIR FILE...
         encodes each FILE (each a document after the end-of-text token; each line's "text" of a
         .jsonl file) with `tokenizers` and
@@ -39,10 +41,11 @@ import time
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers  # noqa: E402
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers  # noqa: E402
 from tokenizers.models import BPE  # noqa: E402
 
 LLAMA3_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN2_PATTERN = LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
 EOT_NAMES = ["<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"]
 
 
@@ -103,6 +106,12 @@ def make(out, tiktoken_path, gguf_path):
             specials=["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
             + [f"<|reserved_special_token_{k}|>" for k in range(15400)]),
     }
+    qwen2 = byte_level(vocab, merges, pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
+        specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    qwen2.normalizer = normalizers.NFC()
+    made["qwen2"] = qwen2
     from gguf import GGUFReader
     r = GGUFReader(gguf_path)
 
@@ -123,6 +132,7 @@ def make(out, tiktoken_path, gguf_path):
             "中文：我能吞下玻璃而不伤身体。日本語：私はガラスを食べられます。한국어: 나는 유리를 먹을 수 있어요.\n"
             "عربي: أنا قادر على أكل الزجاج. हिन्दी: मैं काँच खा सकता हूँ। emoji: 👍🏽 👨‍👩‍👧‍👦 🇩🇪 ✨🎉\n"
             "digits: 0 12 345 6789 1234567890 3.14159 ١٢٣ ４５６ ²³ Ⅻ\n"
+            "decomposed: cafe\u0301 nai\u0308ve A\u030a \u1100\u1161\u11a8 (NFC composes them)\n"
             "whitespace:   three\t\ttabs\u00a0nbsp\u3000ideographic  \n\n\n   \r\n\r\nend  \n"
             "code: def f(x):\n    return x**2  # comment\n\tif (a && b) { c++; }\n"
             "specials: <|endoftext|> <|im_start|>user\nhi<|im_end|> <|begin_of_text|><|reserved_special_token_15000|>\n")

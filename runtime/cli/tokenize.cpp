@@ -216,20 +216,21 @@ TokenizeReport tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& opt,
   int64_t bytes_done = 0;
   double last = 0;
   try {
-    for (; written < items.size(); ++written) {
+    for (size_t i = 0; i < items.size(); ++i) {
       std::vector<int32_t> ids;
       {
         std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return error || done[written].has_value(); });
+        cv.wait(lock, [&] { return error || done[i].has_value(); });
         if (error) break;
-        ids = std::move(*done[written]);
-        done[written].reset();
+        ids = std::move(*done[i]);
+        done[i].reset();
+        written = i + 1;  // the workers' window moves on (read under the lock)
       }
       cv.notify_all();
-      const Doc& doc = docs[items[written].doc];
+      const Doc& doc = docs[items[i].doc];
       (doc.val ? val : train).write(ids);
       (doc.val ? report.val_tokens : report.train_tokens) += int64_t(ids.size());
-      bytes_done += items[written].to - items[written].from;
+      bytes_done += items[i].to - items[i].from;
       if (progress && seconds() - last >= 0.5) progress(bytes_done, report.bytes, last = seconds());
     }
   } catch (...) {

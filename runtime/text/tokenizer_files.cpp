@@ -209,8 +209,12 @@ TokenizerSpec tokenizer_json(const std::string& path) {
 
     std::vector<std::string> strings;
     std::vector<bool> literal;
+    // Ids are dense in every real vocabulary; a stray huge one would allocate its whole range.
+    const int64_t max_id = 4 * int64_t(model.at("vocab").size() + j.value("added_tokens", json::array()).size()) + 1024;
     auto put = [&](int64_t id, const std::string& s, bool lit) {
-      if (id < 0 || id >= (int64_t(1) << 24)) fail(path, "token id " + std::to_string(id) + " for '" + s + "' is out of range");
+      if (id < 0 || id >= max_id)
+        fail(path, "token id " + std::to_string(id) + " for '" + s + "' is out of range for a vocabulary of " +
+                       std::to_string(model.at("vocab").size()) + " entries");
       if (size_t(id) >= strings.size()) strings.resize(size_t(id) + 1), literal.resize(size_t(id) + 1);
       strings[size_t(id)] = s;
       literal[size_t(id)] = lit;
@@ -263,23 +267,22 @@ std::optional<std::vector<std::string>> gguf_pre_patterns(const std::string& pre
   return it->second;
 }
 
-TokenizerSpec gguf_tokenizer(const std::string& path) {
-  const auto file = GgufFile::open(path);
+TokenizerSpec gguf_tokenizer_of(const GgufFile& gguf, const std::string& path) {
   TokenizerSpec spec;
   spec.source = path;
-  const auto model = file->meta_string("tokenizer.ggml.model");
+  const auto model = gguf.meta_string("tokenizer.ggml.model");
   if (!model) fail(path, "holds no tokenizer (no tokenizer.ggml.model)");
   if (*model != "gpt2")
     fail(path, "tokenizer.ggml.model '" + *model + "' is not supported (only byte-level BPE, \"gpt2\")");
-  const std::string pre = file->meta_string("tokenizer.ggml.pre").value_or("default");
+  const std::string pre = gguf.meta_string("tokenizer.ggml.pre").value_or("default");
   auto patterns = gguf_pre_patterns(pre);
   if (!patterns) fail(path, "tokenizer.ggml.pre '" + pre + "' is not a pre-tokenizer ztrain knows (gpt-2, smollm, starcoder, llama-bpe, qwen2)");
   spec.split_patterns = std::move(*patterns);
   spec.ignore_merges = pre == "llama-bpe" || pre == "llama3";  // as Llama 3's tokenizer.json sets it
 
-  const auto strings = file->meta_strings("tokenizer.ggml.tokens");
+  const auto strings = gguf.meta_strings("tokenizer.ggml.tokens");
   if (!strings || strings->empty()) fail(path, "tokenizer.ggml.tokens is missing or empty");
-  const auto types = file->meta_ints("tokenizer.ggml.token_type");
+  const auto types = gguf.meta_ints("tokenizer.ggml.token_type");
   if (types && types->size() != strings->size())
     fail(path, "tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " +
                    std::to_string(strings->size()) + " tokens");
@@ -292,7 +295,7 @@ TokenizerSpec gguf_tokenizer(const std::string& path) {
     }
   std::unordered_map<std::string, int32_t> ids;
   for (size_t id = 0; id < strings->size(); ++id) ids.try_emplace((*strings)[id], static_cast<int32_t>(id));
-  const auto merge_strings = file->meta_strings("tokenizer.ggml.merges");
+  const auto merge_strings = gguf.meta_strings("tokenizer.ggml.merges");
   if (!merge_strings) fail(path, "tokenizer.ggml.merges is missing");
   std::vector<std::pair<std::string, std::string>> pairs;
   for (size_t r = 0; r < merge_strings->size(); ++r) pairs.push_back(split_merge(path, (*merge_strings)[r], r));
@@ -302,9 +305,19 @@ TokenizerSpec gguf_tokenizer(const std::string& path) {
   // tokenizer.ggml.unknown_token_id is not used for bytes the vocabulary lacks: the families'
   // tokenizer.json files (SmolLM2's) set no unk_token for their BPE, which drops such bytes.
   if (spec.end_of_text < 0)
-    if (const auto eos = file->meta_int("tokenizer.ggml.eos_token_id"); eos && *eos >= 0 && *eos < int64_t(strings->size()))
+    if (const auto eos = gguf.meta_int("tokenizer.ggml.eos_token_id"); eos && *eos >= 0 && *eos < int64_t(strings->size()))
       spec.end_of_text = static_cast<int32_t>(*eos);
   return spec;
+}
+
+TokenizerSpec gguf_tokenizer(const std::string& path) {
+  try {
+    return gguf_tokenizer_of(*GgufFile::open(path), path);
+  } catch (const TokenizerError&) {
+    throw;
+  } catch (const std::runtime_error& e) {  // the GGUF reader's own: a broken file, a key of the wrong type
+    fail(path, e.what());
+  }
 }
 
 // ---- tiktoken -----------------------------------------------------------------------------------

@@ -27,6 +27,5 @@ mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 build/ztrain train --co
   tee runs/sft/train.log
 
 echo "--- after fine-tuning: $question ---"
-build/ztrain sample --checkpoint runs/sft/checkpoints --tokenizer "$gguf" --chat true --prompt "$question" --tokens 60 \
-  --temperature 0
+build/ztrain sample --checkpoint runs/sft/checkpoints --chat true --prompt "$question" --tokens 60 --temperature 0
 grep "val loss" runs/sft/train.log | awk '{l[NR] = $NF} END {printf "held-out loss (packages never trained on): before %s, after %s\n", l[1], l[NR]}'

@@ -79,6 +79,12 @@ steps = [l["loss"] for l in lines if "loss" in l]
 sys.exit(0 if steps[-1] < steps[0] else 1)
 PY
 
+# A checkpoint records the tokenizer its run trained through: ztrain sample finds it.
+train ck 1 --steps 2 --set checkpoint.dir="$dir/ck" --set checkpoint.save_interval=2
+out=$("$ztrain" sample --checkpoint "$dir/ck" --chat true --prompt "What is 2 plus 2?" --tokens 4 --temperature 0 2>&1) ||
+  fail "sample from the chat checkpoint without --tokenizer: $out"
+grep -q "\"tokenizer\": \"$tokenizer\"" "$dir/ck/step_2/meta.json" || fail "the checkpoint does not record its tokenizer"
+
 # Bad setups, each named.
 expect 1 "no usable conversation" -- "$ztrain" train --config "$dir/c.json" --train-data /usr/share/common-licenses/BSD
 expect 1 "config: data.chat_template: unknown chat template 'alpaca'" -- "$ztrain" train --config "$dir/c.json" --set data.chat_template=alpaca

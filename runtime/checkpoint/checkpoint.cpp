@@ -4,6 +4,7 @@
 #include "runtime/checkpoint/checkpoint_writer.hpp"
 #include "runtime/checkpoint/model_writer.hpp"
 #include "runtime/file_io.hpp"
+#include "runtime/text/tokenizer_files.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -114,6 +115,17 @@ void verify_region(const Fd& f, const std::string& path, uint64_t offset, uint64
 }
 
 // save_checkpoint's work once step_<k>.tmp exists: every rank's file, the metadata, the renames.
+namespace {
+// The tokenizer the model's text goes through, for `ztrain sample` to find: the chat data's, or the
+// one the starting model's file carries; absolute, as the run saw it; "" for none.
+std::string tokenizer_of(const Config& cfg) {
+  std::string t = cfg.data.tokenizer;
+  if (t.empty() && cfg.model.init_from && holds_tokenizer(*cfg.model.init_from)) t = *cfg.model.init_from;
+  std::error_code ec;
+  return t.empty() ? t : fs::absolute(t, ec).string();
+}
+}  // namespace
+
 void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model, ZeroEngine& engine,
                       const TrainPosition& pos, const std::string& tmp) {
   const std::string root = cfg.checkpoint.dir;
@@ -198,6 +210,7 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
                          {"hysteresis_left", pos.scaler.hysteresis_left},
                          {"scaler_iter", pos.scaler.iter},
                          {"last_overflow", pos.scaler.last_overflow}}},
+                       {"tokenizer", tokenizer_of(cfg)},
                        // What the data position and the schedule depend on besides the steps.
                        {"batch", {{"micro", cfg.micro_batch}, {"accumulation", cfg.grad_accum}, {"seq_len", cfg.data.seq_len}}},
                        {"files", files}};

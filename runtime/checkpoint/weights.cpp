@@ -8,6 +8,7 @@
 #include "models/llmc_format.hpp"
 #include "models/registry.hpp"
 #include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/text/tokenizer_files.hpp"
 
 namespace zt {
 
@@ -97,11 +98,12 @@ void load_foreign(const std::string& path, Model& model) {
 }  // namespace
 
 StoredModel stored_model(const std::string& path) {
-  if (const std::optional<ForeignCheckpoint> f = read_foreign_checkpoint(path)) return {f->arch, f->dims};
-  if (!is_folder(path)) return {"gpt2", read_llmc_header(path)};  // llm.c's files hold GPT-2
+  if (const std::optional<ForeignCheckpoint> f = read_foreign_checkpoint(path))
+    return {f->arch, f->dims, holds_tokenizer(path) ? path : ""};
+  if (!is_folder(path)) return {"gpt2", read_llmc_header(path), ""};  // llm.c's files hold GPT-2
   check_checkpoint_folder(path);
   const SavedCheckpoint saved(path);
-  return {saved.arch(), saved.dims()};
+  return {saved.arch(), saved.dims(), saved.tokenizer()};
 }
 
 // [Note: loading a shard] DeepSpeed and FSDP users watch every rank load the whole checkpoint into

@@ -16,6 +16,9 @@ namespace zt {
 struct StoredModel {
   std::string arch;
   ModelDims dims;
+  // Where its tokenizer is: the file or folder itself when it carries one (GGUF, a Hugging Face
+  // folder with tokenizer.json), the one a ztrain checkpoint's run recorded; "" when unknown.
+  std::string tokenizer;
 };
 StoredModel stored_model(const std::string& path);
 

@@ -94,7 +94,7 @@ int cmd_train(int argc, char** argv, ProcessGroup& pg) {
 
 // Text from a model: GPT-2 or the Llama family from an llm.c file, a Hugging Face folder, a GGUF
 // file or a ztrain checkpoint; through a tokenizer (--tokenizer, or the one a GGUF file or a Hugging
-// Face folder carries), or as bytes for a byte-level model. --chat renders the prompt as a user turn
+// Face folder carries, or the one a checkpoint's run recorded), or as bytes for a byte-level model. --chat renders the prompt as a user turn
 // with the template and stops at its end-of-turn token. Tokens are printed as they are chosen.
 int cmd_sample(int argc, char** argv) {
   std::string checkpoint, prompt, tokenizer, chat_template = "chatml", system;
@@ -122,8 +122,8 @@ int cmd_sample(int argc, char** argv) {
   const std::unique_ptr<Model> owned = make_model(stored.arch, stored.dims);
   Model& model = *owned;
   std::optional<Tokenizer> tok;
+  if (tokenizer.empty()) tokenizer = stored.tokenizer;  // the file's own, or the one its run recorded
   if (!tokenizer.empty()) tok.emplace(load_tokenizer(tokenizer));
-  else if (holds_tokenizer(checkpoint)) tok.emplace(load_tokenizer(checkpoint));
   const int vocab = model.dims().vocab_size;
   if (!tok && vocab != 256)
     throw std::runtime_error("sample: '" + checkpoint + "' has a vocabulary of " + std::to_string(vocab) +

@@ -2,8 +2,9 @@
 // (added) tokens, each stretch between them is split into pieces by the pre-tokenizer's patterns,
 // and each piece's bytes are merged by BPE, lowest merge rank first (leftmost on a tie), as
 // Hugging Face tokenizers' BPE and tiktoken both do. The vocabulary holds raw bytes, so any byte
-// string encodes and decode(encode(x)) == x; the files' byte-to-character alphabet is undone by
-// the loaders (runtime/text/tokenizer_files.hpp), which alone know the file formats.
+// string encodes, and decode(encode(x)) == x wherever every byte has a token and no normalizer
+// (Qwen2's NFC) rewrites the text; the files' byte-to-character alphabet is undone by the loaders
+// (runtime/text/tokenizer_files.hpp), which alone know the file formats.
 #pragma once
 
 #include <array>

@@ -104,13 +104,7 @@ Corpus read_corpus(const std::string& list, const Tokenizer& tok, const ChatTemp
                    int T, bool packing) {
   Corpus c;
   TokenEncoder enc(tok);
-  std::vector<std::string> items;
-  for (size_t start = 0; start <= list.size();) {
-    const size_t end = std::min(list.find(':', start), list.size());
-    items.push_back(list.substr(start, end - start));
-    start = end + 1;
-  }
-  for (const std::string& path : list_files(items)) {
+  for (const std::string& path : list_files(list)) {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail(path + ": cannot open");
     std::string line;

@@ -295,19 +295,6 @@ void walk(const fs::path& dir, std::vector<fs::path>& out, std::set<fs::path>& v
   if (ec) fail(dir.string() + ": cannot list folder: " + ec.message());
 }
 
-// Expands a ':'-separated list of files, folders and globs (list_files below).
-std::vector<std::string> list_files(const std::string& list) {
-  if (list.empty()) fail("no files given");
-  std::vector<std::string> items;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = std::min(list.find(':', start), list.size());
-    items.push_back(list.substr(start, end - start));
-    if (items.back().empty()) fail("empty entry in file list '" + list + "'");
-    start = end + 1;
-  }
-  return zt::list_files(items);
-}
 
 
 // [Note: bytes read in place] The files of a bytes corpus are one stream, read where each batch
@@ -410,6 +397,19 @@ std::unique_ptr<DataLoader> make_bytes(const DataConfig& cfg, Split split, const
 }
 
 }  // namespace
+
+std::vector<std::string> list_files(const std::string& list) {
+  if (list.empty()) fail("no files given");
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(':', start), list.size());
+    items.push_back(list.substr(start, end - start));
+    if (items.back().empty()) fail("empty entry in file list '" + list + "'");
+    start = end + 1;
+  }
+  return list_files(items);
+}
 
 std::vector<std::string> list_files(const std::vector<std::string>& items) {
   if (items.empty()) fail("no files given");

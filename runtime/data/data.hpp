@@ -57,5 +57,7 @@ std::unique_ptr<DataLoader> make_loader(const DataConfig& cfg, Split split, int 
 // links) are sorted by path, and each real file is taken once (symlinked duplicates would skew the
 // corpus). Throws DataError naming a path that matches nothing or cannot be read.
 std::vector<std::string> list_files(const std::vector<std::string>& items);
+// The same for one ':'-separated list (data.train and data.val of bytes and chat data).
+std::vector<std::string> list_files(const std::string& list);
 
 }  // namespace zt

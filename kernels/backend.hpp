@@ -86,6 +86,12 @@ class Backend : public RangeMarker {
                              int n_kv_head) const = 0;
   virtual void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) const = 0;
   virtual void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) const = 0;
+  // out (...,OC) = y plus scale * d (...,n) in columns [col0, col0+n); the backward accumulates
+  // into dy and dd (either undefined: skipped). kernels/cpu/kernels.hpp has the convention.
+  virtual void add_columns_forward(const Tensor& out, const Tensor& y, const Tensor& d, int64_t col0,
+                                   float scale) const = 0;
+  virtual void add_columns_backward(const Tensor& dy, const Tensor& dd, const Tensor& dout, int64_t col0,
+                                    float scale) const = 0;
   // The fused cross-entropy over logits given as column ranges (B,T,Vp/K) each; targets (B,T) i32
   // of this device, already checked against [0,V) by the caller; losses and lse (B*T) f32. The
   // backward writes d(logits) over the parts. CUDA takes one part (K = 1) only.

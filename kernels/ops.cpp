@@ -207,6 +207,21 @@ Tensor add(Tape& tape, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, float scale) {
+  Tape::Timer timer(tape, "add_columns");
+  const Backend& be = backend_of("add_columns", {&y, &d});
+  require(y.ndim() >= 1 && d.ndim() == y.ndim() && rows_of(d) == rows_of(y) && col0 >= 0 && col0 + d.dim(-1) <= y.dim(-1),
+          "add_columns", shape_str(d.shape()) + " does not fit into " + shape_str(y.shape()) + " from column " +
+                             std::to_string(col0));
+  const bool track = tracks(tape, {&y, &d});
+  Tensor out = output(track, y, y.shape());
+  be.add_columns_forward(out, y, d, col0, scale);
+  if (track) tape.record("add_columns", {out}, [&be, out, y, d, col0, scale] {
+    be.add_columns_backward(grad_of(y), grad_of(d), out.grad(), col0, scale);
+  });
+  return out;
+}
+
 // [Note: fused cross-entropy] d(logits) = (softmax - onehot) / count needs only the logits and
 // each row's logsumexp, and nothing reads the logits after this op's backward (the head's matmul
 // backward needs its input and weight, not its output). So the backward writes d(logits) over the

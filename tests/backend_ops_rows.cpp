@@ -304,6 +304,31 @@ OpRow residual() {
           }};
 }
 
+OpRow add_columns() {
+  auto dims = [](int N, int OC, int c0, int n) { return Dims{{"N", N}, {"OC", OC}, {"c0", c0}, {"n", n}}; };
+  return {"add_columns",
+          {dims(1, 1, 0, 1), dims(3, 7, 2, 3), dims(5, 12, 8, 4), dims(17, 96, 0, 96), dims(33, 80, 48, 16)},
+          [](const Dims& d, const Types& ty, std::mt19937& gen) {
+            const int N = d["N"], OC = d["OC"], c0 = d["c0"], n = d["n"];
+            constexpr float kScale = 0.75f;
+            Problem p;
+            p.in = {input("y", {N, OC}, ty.dt, normal(gen, size_t(N) * OC), true),
+                    input("d", {N, n}, ty.dt, normal(gen, size_t(N) * n), true)};
+            p.out = {output("out", {N, OC}, ty.dt, gen)};
+            p.reference = [=](const Ins& in) {
+              DVec out(in[0].begin(), in[0].end());
+              for (int i = 0; i < N; ++i)
+                for (int j = 0; j < n; ++j) out[size_t(i) * OC + c0 + j] += double{kScale} * in[1][size_t(i) * n + j];
+              return Outs{out};
+            };
+            p.forward = [=](const Backend& be, Call& c) { be.add_columns_forward(c.out[0], c.in[0], c.in[1], c0, kScale); };
+            p.backward = [=](const Backend& be, Call& c) {
+              be.add_columns_backward(c.grad[0], c.grad[1], c.dout[0], c0, kScale);
+            };
+            return p;
+          }};
+}
+
 OpRow crossentropy() {
   // The logits (N,Vp) come as K column ranges; every `ignore`-th row's target is ignore_index
   // (1: every row, 0: none). The padded columns [V,Vp) hold logits 30 above the rest, which
@@ -373,7 +398,7 @@ std::vector<OpRow> flat_buffer_rows();
 const std::vector<OpRow>& op_rows() {
   static const std::vector<OpRow> rows = [] {
     std::vector<OpRow> r{encoder(), layernorm(), rmsnorm(), matmul(), attention(), gelu(), swiglu(), rope(), residual(),
-                         crossentropy()};
+                         add_columns(), crossentropy()};
     for (OpRow& f : flat_buffer_rows()) r.push_back(std::move(f));
     return r;
   }();

@@ -108,6 +108,16 @@ class CpuBackend final : public Backend {
   void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) const override {
     cpu::residual_backward(f32(da), f32(db), f32(dout), count_of(dout));
   }
+  void add_columns_forward(const Tensor& out, const Tensor& y, const Tensor& d, int64_t col0,
+                           float scale) const override {
+    cpu::add_columns_forward(f32(out), f32(y), f32(d), rows_of(y), dim_of(y, -1), static_cast<int>(col0), dim_of(d, -1),
+                             scale);
+  }
+  void add_columns_backward(const Tensor& dy, const Tensor& dd, const Tensor& dout, int64_t col0,
+                            float scale) const override {
+    cpu::add_columns_backward(f32(dy), f32(dd), f32(dout), rows_of(dout), dim_of(dout, -1), static_cast<int>(col0),
+                              dd.defined() ? dim_of(dd, -1) : 0, scale);
+  }
   void crossentropy_forward(const Tensor& losses, const Tensor& lse, const std::vector<Tensor>& parts,
                             const Tensor& targets, int V, int ignore_index) const override {
     std::vector<const float*> in;

@@ -51,6 +51,23 @@ void residual_forward(float* out, const float* a, const float* b, size_t n) {
   });
 }
 
+void add_columns_forward(float* out, const float* y, const float* d, int N, int OC, int c0, int n, float scale) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const size_t row = static_cast<size_t>(i) * OC;
+    if (out != y) std::copy_n(y + row, OC, out + row);
+    ArrayMap(out + row + c0, n) += scale * ConstArrayMap(d + static_cast<size_t>(i) * n, n);
+  }
+}
+
+void add_columns_backward(float* dy, float* dd, const float* dout, int N, int OC, int c0, int n, float scale) {
+  if (dy) residual_backward(dy, nullptr, dout, static_cast<size_t>(N) * OC);
+  if (!dd) return;
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i)
+    ArrayMap(dd + static_cast<size_t>(i) * n, n) += scale * ConstArrayMap(dout + static_cast<size_t>(i) * OC + c0, n);
+}
+
 void residual_backward(float* da, float* db, const float* dout, size_t n) {
   for_chunks(n, [&](size_t lo, size_t len) {
     const auto m = static_cast<Eigen::Index>(len);

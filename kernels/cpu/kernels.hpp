@@ -70,6 +70,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
 void residual_forward(float* out, const float* a, const float* b, size_t n);
 void residual_backward(float* da, float* db, const float* dout, size_t n);
 
+// A low-rank update into some columns of a projection's output (LoRA's term for one weight of a
+// fused qkv): out (N,OC) = y + scale * d in columns [c0, c0+n), d (N,n); out may be y. The
+// backward accumulates dy += dout and dd += scale * dout's columns [c0, c0+n); null ones skipped.
+void add_columns_forward(float* out, const float* y, const float* d, int N, int OC, int c0, int n, float scale);
+void add_columns_backward(float* dy, float* dd, const float* dout, int N, int OC, int c0, int n, float scale);
+
 // Fused softmax cross-entropy over a padded vocabulary. The logits (N,Vp) come as K column ranges
 // of width Vp/K, parts[k] (N,Vp/K) each (K = 1: one row-major array); classes are [0,V) and the
 // padded columns [V,Vp) are ignored; rows whose target equals ignore_index contribute nothing.

@@ -225,6 +225,20 @@ class CudaBackend final : public Backend {
       cuda::residual_backward<T>(ptr<T>(da), ptr<T>(db), ptr<T>(dout), count_of(dout), stream());
     });
   }
+  void add_columns_forward(const Tensor& out, const Tensor& y, const Tensor& d, int64_t col0,
+                           float scale) const override {
+    by_dtype("add_columns_forward", y.dtype(), {&out, &d}, [&]<class T>(T) {
+      cuda::add_columns_forward<T>(ptr<T>(out), ptr<T>(y), ptr<T>(d), rows_of(y), dim_of(y, -1), static_cast<int>(col0),
+                                   dim_of(d, -1), scale, stream());
+    });
+  }
+  void add_columns_backward(const Tensor& dy, const Tensor& dd, const Tensor& dout, int64_t col0,
+                            float scale) const override {
+    by_dtype("add_columns_backward", dout.dtype(), {&dy, &dd}, [&]<class T>(T) {
+      cuda::add_columns_backward<T>(ptr<T>(dy), ptr<T>(dd), ptr<T>(dout), rows_of(dout), dim_of(dout, -1),
+                                    static_cast<int>(col0), dd.defined() ? dim_of(dd, -1) : 0, scale, stream());
+    });
+  }
   void crossentropy_forward(const Tensor& losses, const Tensor& lse, const std::vector<Tensor>& parts,
                             const Tensor& targets, int V, int ignore_index) const override {
     const Tensor& logits = one_part(parts);

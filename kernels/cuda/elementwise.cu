@@ -89,7 +89,50 @@ void residual_backward(T* da, T* db, const T* dout, size_t n, cudaStream_t s) {
   if (db) map(Args<T, 2>{db, {db, dout}}, n, Sum{}, s, "residual_backward");
 }
 
+namespace {
+// One thread per element of the n columns: out's element there gains scale * d's.
+template <class T>
+__global__ void add_columns_kernel(T* out, const T* d, int N, int OC, int c0, int n, float scale) {
+  const size_t total = static_cast<size_t>(N) * n;
+  for (size_t k = blockIdx.x * size_t{blockDim.x} + threadIdx.x; k < total; k += size_t{gridDim.x} * blockDim.x) {
+    const size_t i = k / n, j = k % n, at = i * OC + c0 + j;
+    out[at] = from_f32<T>(to_f32(out[at]) + scale * to_f32(d[k]));
+  }
+}
+// dd (N,n) += scale * dout's columns [c0, c0+n).
+template <class T>
+__global__ void take_columns_kernel(T* dd, const T* dout, int N, int OC, int c0, int n, float scale) {
+  const size_t total = static_cast<size_t>(N) * n;
+  for (size_t k = blockIdx.x * size_t{blockDim.x} + threadIdx.x; k < total; k += size_t{gridDim.x} * blockDim.x) {
+    const size_t i = k / n, j = k % n;
+    dd[k] = from_f32<T>(to_f32(dd[k]) + scale * to_f32(dout[i * OC + c0 + j]));
+  }
+}
+}  // namespace
+
+template <class T>
+void add_columns_forward(T* out, const T* y, const T* d, int N, int OC, int c0, int n, float scale, cudaStream_t s) {
+  const size_t all = static_cast<size_t>(N) * OC, part = static_cast<size_t>(N) * n;
+  if (out != y && all) {
+    check(cudaMemcpyAsync(out, y, all * sizeof(T), cudaMemcpyDeviceToDevice, s), "add_columns_forward: copy");
+  }
+  if (part == 0) return;
+  add_columns_kernel<T><<<blocks_for(part, kThreads), kThreads, 0, s>>>(out, d, N, OC, c0, n, scale);
+  check_launch("add_columns_forward");
+}
+
+template <class T>
+void add_columns_backward(T* dy, T* dd, const T* dout, int N, int OC, int c0, int n, float scale, cudaStream_t s) {
+  if (dy) residual_backward<T>(dy, nullptr, dout, static_cast<size_t>(N) * OC, s);
+  const size_t part = static_cast<size_t>(N) * n;
+  if (!dd || part == 0) return;
+  take_columns_kernel<T><<<blocks_for(part, kThreads), kThreads, 0, s>>>(dd, dout, N, OC, c0, n, scale);
+  check_launch("add_columns_backward");
+}
+
 #define ZT_INSTANTIATE(T)                                                              \
+  template void add_columns_forward<T>(T*, const T*, const T*, int, int, int, int, float, cudaStream_t);  \
+  template void add_columns_backward<T>(T*, T*, const T*, int, int, int, int, float, cudaStream_t);       \
   template void gelu_forward<T>(T*, const T*, size_t, cudaStream_t);                   \
   template void gelu_backward<T>(T*, const T*, const T*, size_t, cudaStream_t);        \
   template void residual_forward<T>(T*, const T*, const T*, size_t, cudaStream_t);     \

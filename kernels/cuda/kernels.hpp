@@ -127,6 +127,11 @@ template <class T>
 void residual_forward(T* out, const T* a, const T* b, size_t n, cudaStream_t s);
 template <class T>
 void residual_backward(T* da, T* db, const T* dout, size_t n, cudaStream_t s);
+// LoRA's low-rank term into columns [c0, c0+n) of (N,OC): twins of kernels/cpu/elementwise.cpp's.
+template <class T>
+void add_columns_forward(T* out, const T* y, const T* d, int N, int OC, int c0, int n, float scale, cudaStream_t s);
+template <class T>
+void add_columns_backward(T* dy, T* dd, const T* dout, int N, int OC, int c0, int n, float scale, cudaStream_t s);
 
 // ---- causal self-attention, tiled online softmax (flash style), grouped-query heads ----
 // NH query heads share NKV key/value heads (NH % NKV == 0; NKV = NH: multi-head), query head h

@@ -17,8 +17,8 @@ std::string shape_text(const Shape& s) {
 void check_file_tensors(const TensorFile& f, const Model& model, const FileTensorMap& map, const std::string& what,
                         const std::function<bool(const std::string&)>& ignored) {
   std::set<std::string> used;
-  for (const UnitLayout& u : model.layout())
-    for (const ParamSpec& p : u.params) {
+  for (int u = 0; u < model.base_units(); ++u)  // a file holds the model's own units, not adapters
+    for (const ParamSpec& p : model.layout()[size_t(u)].params) {
       const std::string name = map.name(p);
       used.insert(name);
       const TensorFileEntry* e = f.find(name);

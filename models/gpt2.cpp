@@ -121,11 +121,11 @@ void GPT2::for_each_param_in_file_order(const std::function<void(int unit, int i
   const int per_block = static_cast<int>(std::size(kBlockParams));
   for (int k = 0; k < per_block; ++k)
     for (int l = 0; l < L; ++l) f(K + l, k);
-  f(num_units() - 1, 0);  // lnfw
-  f(num_units() - 1, 1);  // lnfb
+  f(base_units() - 1, 0);  // lnfw
+  f(base_units() - 1, 1);  // lnfb
 }
 
-void GPT2::init_unit(int u, uint64_t seed) {
+void GPT2::init_base_unit(int u, uint64_t seed) {
   const ModelDims& d = dims();
   const float std_resid = 0.02f / std::sqrt(2.0f * d.n_layer);
   const UnitLayout& lay = layout()[size_t(u)];
@@ -150,14 +150,17 @@ void GPT2::init_unit(int u, uint64_t seed) {
   }
 }
 
-Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head, AttentionKernel attention) {
+Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head, AttentionKernel attention,
+                  const std::array<LoraTerms, 4>* lora) {
+  const LoraTerms none;
+  auto terms = [&](Gpt2Projection k) -> const LoraTerms& { return lora ? (*lora)[k] : none; };
   Tensor h = ops::layernorm(tape, x, p[LN1W], p[LN1B]);
-  Tensor qkv = ops::linear(tape, h, p[QKVW], p[QKVB]);
+  Tensor qkv = adapted_linear(tape, h, p[QKVW], p[QKVB], terms(kAttnProjection));
   Tensor y = ops::attention(tape, qkv, n_head, n_head, attention);
-  Tensor x2 = ops::add(tape, x, ops::linear(tape, y, p[ATTPROJW], p[ATTPROJB]));
+  Tensor x2 = ops::add(tape, x, adapted_linear(tape, y, p[ATTPROJW], p[ATTPROJB], terms(kAttnOutProjection)));
   Tensor h2 = ops::layernorm(tape, x2, p[LN2W], p[LN2B]);
-  Tensor f = ops::gelu(tape, ops::linear(tape, h2, p[FCW], p[FCB]));
-  return ops::add(tape, x2, ops::linear(tape, f, p[FCPROJW], p[FCPROJB]));
+  Tensor f = ops::gelu(tape, adapted_linear(tape, h2, p[FCW], p[FCB], terms(kFcProjection)));
+  return ops::add(tape, x2, adapted_linear(tape, f, p[FCPROJW], p[FCPROJB], terms(kFcOutProjection)));
 }
 
 Tensor GPT2::embed(Tape& tape, const Tensor& host_tokens) {
@@ -177,11 +180,14 @@ Tensor GPT2::embed(Tape& tape, const Tensor& host_tokens) {
 }
 
 Tensor GPT2::block(Tape& tape, int layer, const Tensor& x) {
-  return gpt2_block(tape, unit_params(block_unit(layer)), x, dims().n_head, attention_kernel());
+  const int u = block_unit(layer);
+  const std::array<LoraTerms, 4> adapters{lora_terms(u, QKVW, 1), lora_terms(u, ATTPROJW, 1), lora_terms(u, FCW, 1),
+                                          lora_terms(u, FCPROJW, 1)};
+  return gpt2_block(tape, unit_params(u), x, dims().n_head, attention_kernel(), lora().enabled() ? &adapters : nullptr);
 }
 
 std::vector<Tensor> GPT2::head(Tape& tape, const Tensor& x) {
-  const int f = num_units() - 1;
+  const int f = base_units() - 1;
   tape.begin_unit(f);
   const Tensor xn = ops::layernorm(tape, x, param(f, 0), param(f, 1));
   tape.end_unit(f);

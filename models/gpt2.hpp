@@ -16,6 +16,7 @@
 // and writer map between the two orders.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -45,8 +46,11 @@ double gpt2_flops_per_token(const ModelDims& d, int T);
 
 // One transformer block: x + attn(ln1(x)), then + mlp(ln2(.)); `p` holds the block's 12 tensors
 // in llm.c's order (ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw,
-// fcprojb).
-Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head, AttentionKernel attention);
+// fcprojb); `lora`, where there are adapters, each projection's ([Note: LoRA units] in
+// models/lora.hpp).
+enum Gpt2Projection { kAttnProjection, kAttnOutProjection, kFcProjection, kFcOutProjection };
+Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head, AttentionKernel attention,
+                  const std::array<LoraTerms, 4>* lora = nullptr);
 
 class GPT2 final : public Model {
  public:
@@ -57,7 +61,7 @@ class GPT2 final : public Model {
 
   // GPT-2 initialisation: normal(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0,
   // layernorm weights 1; the padded vocabulary rows stay 0. Every tensor draws from its own stream.
-  void init_unit(int u, uint64_t seed) override;
+  void init_base_unit(int u, uint64_t seed) override;
   double flops_per_token(int T) const override { return gpt2_flops_per_token(dims(), T); }
   int64_t deepspeed_largest_layer() const override { return gpt2_deepspeed_largest_layer(dims()); }
   // llm.c's order: wte, wpe, all ln1w, all ln1b, ... [Note: units and llm.c's order]

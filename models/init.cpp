@@ -29,4 +29,13 @@ void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream, 
   }
 }
 
+void fill_uniform(float* x, size_t n, float bound, uint64_t seed, uint64_t stream, size_t first) {
+  std::mt19937_64 gen(splitmix64(seed ^ splitmix64(stream)));
+  gen.discard(first);  // one draw per element
+  for (size_t i = 0; i < n; ++i) {
+    const double u = static_cast<double>(gen() >> 11) * 0x1.0p-53;  // [0, 1)
+    x[i] = static_cast<float>((2.0 * u - 1.0) * bound);
+  }
+}
+
 }  // namespace zt

@@ -12,4 +12,7 @@ namespace zt {
 // initialised first, and a part of a tensor (`first` > 0) gets the values the whole would have.
 void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream, size_t first = 0);
 
+// The same for uniform(-bound, bound), one draw per element.
+void fill_uniform(float* x, size_t n, float bound, uint64_t seed, uint64_t stream, size_t first = 0);
+
 }  // namespace zt

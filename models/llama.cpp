@@ -140,12 +140,15 @@ Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const
                    AttentionKernel attention) {
   const float eps = static_cast<float>(d.rms_norm_eps);
   Tensor h = ops::rmsnorm(tape, x, p.input_norm, eps);
-  Tensor qkv = ops::rope(tape, ops::linear(tape, h, p.qkv, p.qkv_bias), inv_freq, d.n_head, d.n_kv_head);
+  const LoraTerms none;
+  auto lora = [&](LlamaProjection k) -> const LoraTerms& { return p.lora ? (*p.lora)[k] : none; };
+  Tensor qkv = ops::rope(tape, adapted_linear(tape, h, p.qkv, p.qkv_bias, lora(kQkvProjection)), inv_freq, d.n_head,
+                         d.n_kv_head);
   Tensor y = ops::attention(tape, qkv, d.n_head, d.n_kv_head, attention);
-  Tensor x2 = ops::add(tape, x, ops::linear(tape, y, p.o_proj, Tensor()));
+  Tensor x2 = ops::add(tape, x, adapted_linear(tape, y, p.o_proj, Tensor(), lora(kOProjection)));
   Tensor h2 = ops::rmsnorm(tape, x2, p.post_norm, eps);
-  Tensor g = ops::swiglu(tape, ops::linear(tape, h2, p.gate_up, Tensor()));
-  return ops::add(tape, x2, ops::linear(tape, g, p.down_proj, Tensor()));
+  Tensor g = ops::swiglu(tape, adapted_linear(tape, h2, p.gate_up, Tensor(), lora(kGateUpProjection)));
+  return ops::add(tape, x2, adapted_linear(tape, g, p.down_proj, Tensor(), lora(kDownProjection)));
 }
 
 namespace {
@@ -176,11 +179,11 @@ int64_t Llama::deepspeed_largest_layer() const {
 }
 
 void Llama::for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const {
-  for (int u = 0; u < num_units(); ++u)
+  for (int u = 0; u < base_units(); ++u)
     for (int i = 0; i < static_cast<int>(layout()[size_t(u)].params.size()); ++i) f(u, i);
 }
 
-void Llama::init_unit(int u, uint64_t seed) {
+void Llama::init_base_unit(int u, uint64_t seed) {
   const ModelDims& d = dims();
   const UnitLayout& lay = layout()[size_t(u)];
   for (size_t i = 0; i < lay.params.size(); ++i) {
@@ -229,13 +232,16 @@ Tensor Llama::block(Tape& tape, int layer, const Tensor& x) {
   const int u = block_unit(layer);
   const BlockIndex bi(dims().attention_bias);
   const Tensor none;
+  const std::array<LoraTerms, 4> adapters{lora_terms(u, bi.q, 3), lora_terms(u, bi.o, 1), lora_terms(u, bi.gate, 2),
+                                      lora_terms(u, bi.down, 1)};
   const LlamaBlockParams p{param(u, bi.input_norm),
                            fused(u, kQkv),
                            dims().attention_bias ? fused(u, kQkvBias) : none,
                            param(u, bi.o),
                            param(u, bi.post_norm),
                            fused(u, kGateUp),
-                           param(u, bi.down)};
+                           param(u, bi.down),
+                           lora().enabled() ? &adapters : nullptr};
   return llama_block(tape, p, x, inv_freq_on(x), dims(), attention_kernel());
 }
 

@@ -11,6 +11,7 @@
 // head is one column range of the logits; a tied head runs the embedding's units again.
 #pragma once
 
+#include <array>
 #include <span>
 #include <vector>
 
@@ -29,7 +30,9 @@ std::vector<float> llama_inv_freq(const ModelDims& d);
 
 // One block, [Note: Llama's units]: x + o_proj(attn(rope(qkv(rmsnorm(x))))), then
 // + down_proj(swiglu(gate_up(rmsnorm(.)))). `p` holds the block's parameters, `qkv` and `gate_up`
-// their fused views, `qkv_bias` undefined without attention_bias.
+// their fused views, `qkv_bias` undefined without attention_bias; `lora`, where there are
+// adapters, each projection's ([Note: LoRA units] in models/lora.hpp).
+enum LlamaProjection { kQkvProjection, kOProjection, kGateUpProjection, kDownProjection };
 struct LlamaBlockParams {
   const Tensor& input_norm;
   const Tensor& qkv;
@@ -38,6 +41,7 @@ struct LlamaBlockParams {
   const Tensor& post_norm;
   const Tensor& gate_up;
   const Tensor& down_proj;
+  const std::array<LoraTerms, 4>* lora = nullptr;
 };
 Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d,
                    AttentionKernel attention);
@@ -53,7 +57,7 @@ class Llama final : public Model {
 
   // Hugging Face's initialisation: normal(0, 0.02) for the embedding and every projection, the
   // norms' weights 1, the biases 0; the padded vocabulary rows stay 0. Each tensor its own stream.
-  void init_unit(int u, uint64_t seed) override;
+  void init_base_unit(int u, uint64_t seed) override;
   double flops_per_token(int T) const override;
   int64_t deepspeed_largest_layer() const override;
   // The layout's order: every tensor's row ranges are consecutive units.

@@ -29,6 +29,10 @@ std::string dims_str(const ModelDims& d) {
   return s;
 }
 
+bool UnitLayout::frozen() const {
+  return !params.empty() && std::none_of(params.begin(), params.end(), [](const ParamSpec& p) { return p.trainable; });
+}
+
 void add_param(UnitLayout& u, ParamSpec p) {
   p.offset = u.numel;
   u.numel += shape_numel(p.shape);
@@ -88,7 +92,32 @@ Tensor host_f32(const Tensor& t) {
 
 Model::Model(std::string arch, const ModelDims& d, std::vector<UnitLayout> layout, int embedding_units)
     : arch_(std::move(arch)), dims_(derive_dims(d)), layout_(std::move(layout)), embedding_units_(embedding_units),
-      bound_(layout_.size()), fused_(layout_.size()) {}
+      base_units_(static_cast<int>(layout_.size())), adapters_(layout_.size()), bound_(layout_.size()),
+      fused_(layout_.size()) {}
+
+void Model::apply_lora(const LoraConfig& c) {
+  if (lora_.enabled()) throw std::logic_error(arch_ + ": LoRA applied twice");
+  int tensors = 0;
+  for (const UnitLayout& u : layout_)
+    for (const ParamSpec& p : u.params) tensors = std::max(tensors, p.tensor + 1);
+  adapters_ = add_lora_units(layout_, c, arch_, tensors);
+  lora_ = c;
+  bound_.resize(layout_.size());
+  fused_.resize(layout_.size());
+}
+
+LoraTerms Model::lora_terms(int u, int first, int count) const {
+  LoraTerms terms;
+  if (u >= base_units_) return terms;
+  const std::vector<ParamSpec>& ps = layout_[size_t(u)].params;
+  for (const LoraAdapter& a : adapters_[size_t(u)]) {
+    if (a.param < first || a.param >= first + count) continue;
+    int64_t col0 = 0;
+    for (int i = first; i < a.param; ++i) col0 += ps[size_t(i)].shape[0];
+    terms.push_back({param(a.unit, a.a), param(a.unit, a.b), col0, lora_.scale()});
+  }
+  return terms;
+}
 
 int64_t Model::num_params() const {
   int64_t n = 0;
@@ -128,6 +157,15 @@ void Model::bind_unit(int u, const Tensor& params, const Tensor& grads) {
 
 void Model::init(uint64_t seed) {
   for (int u = 0; u < num_units(); ++u) init_unit(u, seed);
+}
+
+void Model::init_unit(int u, uint64_t seed) {
+  if (u < base_units_) return init_base_unit(u, seed);
+  const UnitLayout& lay = layout_.at(size_t(u));
+  const Tensor host = Tensor::empty({lay.numel}, DType::f32, MemCategory::other);
+  init_lora_unit(lay, lora_, seed, host.data<float>());
+  for (size_t i = 0; i < lay.params.size(); ++i)
+    store_f32(param(u, static_cast<int>(i)), host.view(lay.params[i].offset, lay.params[i].shape));
 }
 
 std::vector<Tensor> Model::logit_parts(Tape& tape, const Tensor& tokens) {

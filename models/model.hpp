@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "models/lora.hpp"
 #include "models/model_dims.hpp"
 #include "tensor/tape.hpp"
 #include "tensor/tensor.hpp"
@@ -33,7 +34,10 @@ struct ParamSpec {
   bool decay;          // weight decay applies (matrices and embeddings)
   int tensor = 0;      // the model tensor's number (the row ranges of one share it), its init stream
   int64_t row0 = 0;    // the first row of the model tensor this holds
-  bool trainable = true;  // frozen parameters come with LoRA; every parameter trains for now
+  // A frozen parameter has no gradient, master copy or optimizer state, and its weight-gradient
+  // GEMM never runs; the ZeRO engine keeps it in a unit of frozen parameters only (LoRA freezes
+  // the whole model: [Note: LoRA units] in models/lora.hpp).
+  bool trainable = true;
   // Hugging Face's name and layout, for export: `hf_name` holds the model tensor's first
   // `hf_rows` rows (a padded vocabulary's extra rows are not in the file); `hf_transposed` for a
   // matrix stored (in, out), as GPT-2's Conv1D weights are.
@@ -51,10 +55,15 @@ struct FusedParam {
 };
 
 struct UnitLayout {
-  std::string name;  // "embedding", "block3", "final"
+  std::string name;  // "embedding", "block3", "final", "block3.lora"
   std::vector<ParamSpec> params;
   int64_t numel = 0;
   std::vector<FusedParam> fused;
+  // An adapter unit's model unit, which it is gathered, run and reduced with ([Note: LoRA
+  // units]); -1 for the model's own units.
+  int runs_with = -1;
+  // Every parameter frozen.
+  bool frozen() const;
 };
 
 class Model {
@@ -67,7 +76,10 @@ class Model {
   const std::string& arch() const { return arch_; }
   const ModelDims& dims() const { return dims_; }
   const std::vector<UnitLayout>& layout() const { return layout_; }
+  // Every unit: the model's own, then the adapter units apply_lora adds.
   int num_units() const { return static_cast<int>(layout_.size()); }
+  // The model's own units (those the tape brackets; file formats know only these).
+  int base_units() const { return base_units_; }
   // Units 0..K-1 hold the token embedding's row ranges (the first also what else the embedding
   // has); the blocks follow, unit K + l for block l.
   int embedding_units() const { return embedding_units_; }
@@ -84,9 +96,18 @@ class Model {
   const Tensor& fused(int u, int i) const { return fused_.at(u).at(i); }
 
   void init(uint64_t seed);
-  // The model's initialisation for one unit alone (every tensor draws from its own stream), so a
-  // sharded engine can initialise unit by unit without holding the whole model.
-  virtual void init_unit(int u, uint64_t seed) = 0;
+  // The initialisation of one unit alone (every tensor draws from its own stream), so a sharded
+  // engine can initialise unit by unit without holding the whole model: the model's own
+  // (init_base_unit), or PEFT's for an adapter unit.
+  void init_unit(int u, uint64_t seed);
+
+  // [Note: LoRA units] in models/lora.hpp: freezes the model and adds the adapter units. Before
+  // any unit is bound. std::invalid_argument naming a bad setting (lora.target_modules, lora.r).
+  void apply_lora(const LoraConfig& c);
+  const LoraConfig& lora() const { return lora_; }
+  // The adapters of unit u's parameters [first, first + count) (one weight, or a fused group whose
+  // rows follow one another), bound: the terms adapted_linear adds. Empty without LoRA.
+  LoraTerms lora_terms(int u, int first, int count) const;
 
   // tokens, targets (B,T) i32 on the host -> mean loss (targets == -1 ignored), a host scalar.
   // Computes where the bound parameters live (their device and dtype). Records on the tape.
@@ -111,6 +132,8 @@ class Model {
   AttentionKernel attention_kernel() const { return attention_kernel_; }
 
  protected:
+  // The model's initialisation of its unit u (u < base_units()).
+  virtual void init_base_unit(int u, uint64_t seed) = 0;
   // The model's math, each step bracketing its units on the tape (tape.begin_unit/end_unit).
   // tokens (B,T) i32 on the host, checked against the vocabulary -> the residual stream (B,T,C).
   virtual Tensor embed(Tape& tape, const Tensor& host_tokens) = 0;
@@ -126,6 +149,9 @@ class Model {
   ModelDims dims_;
   std::vector<UnitLayout> layout_;
   int embedding_units_;
+  int base_units_;
+  LoraConfig lora_;
+  std::vector<std::vector<LoraAdapter>> adapters_;  // per model unit
   std::vector<std::vector<Tensor>> bound_;
   std::vector<std::vector<Tensor>> fused_;
   AttentionKernel attention_kernel_ = AttentionKernel::own;

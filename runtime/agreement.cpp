@@ -126,6 +126,14 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c
   add(zo + "stage3_param_persistence_threshold", z.param_persistence_threshold);
   add(zo + "sub_group_size", z.sub_group_size);
   add(zo + "stage3_gather_16bit_weights_on_model_save", z.gather_16bit_on_save);
+  add(zo + "frozen_params", z.frozen_params);
+  const LoraConfig& l = c.lora;
+  add("lora.r", l.r);
+  add("lora.alpha", l.alpha);
+  add("lora.dropout", l.dropout);
+  add("lora.target_modules", l.target_modules);
+  add("lora.init", l.init);
+  add("lora.use_rslora", l.use_rslora);
   // Where the states live and in what order they move; the paths and pinning are the host's.
   add(zo + "offload_optimizer.device", z.offload_optimizer.device);
   add(zo + "offload_optimizer.buffer_count", z.offload_optimizer.buffer_count);

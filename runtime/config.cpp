@@ -438,6 +438,8 @@ void read_zero(Section& top, ZeroConfig& z) {
   s->get("stage3_gather_16bit_weights_on_model_save", z.gather_16bit_on_save);
   read_offload(*s, "offload_optimizer", z.offload_optimizer, false);
   read_offload(*s, "offload_param", z.offload_param, true);
+  if (s->get("frozen_params", z.frozen_params) && z.frozen_params != "sharded" && z.frozen_params != "replicated")
+    fail(s->path("frozen_params"), "expected \"sharded\" or \"replicated\", got " + show(z.frozen_params));
   s->done();
   if (z.sub_group_size == 0) fail(s->path("sub_group_size"), "must be > 0");
   if (z.offload_optimizer.enabled() && z.stage == 0)
@@ -446,6 +448,39 @@ void read_zero(Section& top, ZeroConfig& z) {
     fail(s->path("offload_param.device"), "needs zero_optimization.stage 3, got stage " + std::to_string(z.stage));
   if (z.reduce_bucket_size == 0) fail(s->path("reduce_bucket_size"), "must be > 0");
   if (z.allgather_bucket_size == 0) fail(s->path("allgather_bucket_size"), "must be > 0");
+}
+
+// PEFT's LoraConfig under our names (PEFT's own lora_alpha and lora_dropout taken too).
+void read_lora(Section& top, LoraConfig& l) {
+  auto s = top.sub("lora");
+  if (!s) return;
+  s->get("r", l.r);
+  s->get("alpha", l.alpha);
+  s->get("lora_alpha", l.alpha);
+  s->get("dropout", l.dropout);
+  s->get("lora_dropout", l.dropout);
+  s->get("init", l.init);
+  s->get("use_rslora", l.use_rslora);
+  if (const json* v = s->find("target_modules")) {
+    if (v->is_string()) {
+      l.target_modules = {v->get<std::string>()};  // "all-linear", or one name
+    } else {
+      if (!v->is_array() || v->empty()) fail(s->path("target_modules"), "expected a list of module names, got " + show(*v));
+      for (const json& e : *v) {
+        if (!e.is_string() || e.get_ref<const std::string&>().empty())
+          fail(s->path("target_modules"), "expected module names (strings), got " + show(e));
+        l.target_modules.push_back(e.get<std::string>());
+      }
+    }
+  }
+  s->done();
+  if (l.r < 1) fail(s->path("r"), "must be at least 1, got " + num(l.r));
+  if (!(l.alpha > 0)) fail(s->path("alpha"), "must be positive, got " + num(l.alpha));
+  if (!(l.dropout >= 0 && l.dropout < 1)) fail(s->path("dropout"), "must be in [0, 1), got " + num(l.dropout));
+  if (l.dropout > 0)
+    fail(s->path("dropout"), num(l.dropout) + ": dropout on the adapters' input is not implemented yet (0 trains without it)");
+  if (l.init != "default" && l.init != "gaussian")
+    fail(s->path("init"), "expected \"default\" (PEFT's init_lora_weights true) or \"gaussian\", got " + show(l.init));
 }
 
 // bf16 / bfloat16 (DeepSpeed takes either name) and fp16; each {"enabled": bool, ...}.
@@ -787,6 +822,7 @@ Config parse_config(const json& j) {
   read_optimizer(top, c.optimizer);
   read_scheduler(top, c.scheduler, seen);
   read_zero(top, c.zero);
+  read_lora(top, c.lora);
   read_precision(top, c.precision, seen);
   read_aio(top, c.aio);
   read_checkpoint(top, c.checkpoint);

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/lora.hpp"
 #include "models/model_dims.hpp"
 #include "offload/aio_config.hpp"
 
@@ -148,6 +149,10 @@ struct ZeroConfig {
   // stage3_gather_16bit_weights_on_model_save: each checkpoint also holds model.safetensors, the
   // whole model in the wire dtype, gathered a unit at a time.
   bool gather_16bit_on_save = false;
+  // Where frozen parameters (LoRA's base model) live at stage 3 ([Note: frozen units] in
+  // runtime/zero/sharded_unit.hpp): "sharded" (each rank its shard, gathered for each use) or
+  // "replicated" (whole on every rank, never gathered); a ztrain key, not DeepSpeed's.
+  std::string frozen_params = "sharded";
 };
 
 // DeepSpeed's bf16 and fp16 sections ([Note: mixed precision] in runtime/zero/sharded_unit.hpp).
@@ -172,6 +177,7 @@ struct Config {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;
+  LoraConfig lora;  // the top-level "lora" section, PEFT's LoraConfig ([Note: LoRA units] in models/lora.hpp)
   PrecisionConfig precision;
   CheckpointConfig checkpoint;
   AioConfig aio;  // DeepSpeed's aio section: the io_uring engine of nvme offload

@@ -98,6 +98,68 @@ json dims_json(const ModelDims& d, const std::string& arch) {
 
 std::string step_name(int step) { return "step_" + std::to_string(step); }
 
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// [Note: frozen units' checksum] A checkpoint of adapters holds no frozen parameters: a resumed
+// run re-reads them from model.init_from (or initialises them from train.seed), and its meta.json
+// records a checksum of their values, which the resume compares. The checksum is a sum over
+// every element of a hash of (unit, index, value as f32), each rank summing its shard's elements
+// and the sums added across ranks: the same number for any world size, stage, frozen_params
+// policy and dtype the values were held in. Collective; "" without frozen units.
+std::string frozen_checksum(Communicator& comm, const ZeroEngine& engine) {
+  uint64_t sum = 0;
+  bool any = false;
+  for (int u = 0; u < static_cast<int>(engine.units().size()); ++u) {
+    const ShardedUnit& x = engine.units()[u];
+    if (!x.frozen()) continue;
+    any = true;
+    const ShardGeometry& g = x.geometry();
+    const int64_t n = std::clamp<int64_t>(g.numel - g.begin(), 0, g.shard);
+    if (n == 0) continue;
+    const Tensor mine = x.persistent() ? x.full_params().view(g.begin(), {n}) : x.param_shard().view(0, {n});
+    const Tensor values = host_f32(mine);
+    const float* v = values.data<float>();
+    const uint64_t first = static_cast<uint64_t>(g.begin()), unit = static_cast<uint64_t>(u) << 40;
+    uint64_t part = 0;
+#pragma omp parallel for reduction(+ : part) schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, v + i, sizeof bits);
+      part += mix64(mix64(unit | (first + static_cast<uint64_t>(i))) ^ bits);
+    }
+    sum += part;
+  }
+  if (!any) return "";
+  if (comm.size() > 1) {
+    Tensor mine = Tensor::empty({2}, DType::i32, MemCategory::other);
+    Tensor all = Tensor::empty({2 * comm.size()}, DType::i32, MemCategory::other);
+    std::memcpy(mine.raw(), &sum, sizeof sum);
+    comm.all_gather(mine, all);
+    sum = 0;
+    for (int r = 0; r < comm.size(); ++r) {
+      uint64_t s;
+      std::memcpy(&s, all.data<int32_t>() + 2 * r, sizeof s);
+      sum += s;
+    }
+  }
+  return hex(sum);
+}
+
+// The lora section a checkpoint records, with the targets resolved.
+json lora_json(const Model& model) {
+  const LoraConfig& l = model.lora();
+  if (!l.enabled()) return nullptr;
+  return {{"r", l.r},
+          {"alpha", l.alpha},
+          {"target_modules", l.target_modules.empty() ? default_lora_targets(model.arch()) : l.target_modules},
+          {"use_rslora", l.use_rslora}};
+}
+
 // Reads a region whole and checks it against its checksum; CheckpointError naming the file, the
 // unit and the region if the file ends inside it or the bytes differ.
 void verify_region(const Fd& f, const std::string& path, uint64_t offset, uint64_t bytes, uint64_t want,
@@ -156,6 +218,7 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
     f.finish();
   });
 
+  const std::string frozen = frozen_checksum(comm, engine);
   // Rank 0 gathers every rank's checksums (as pairs of i32) for the metadata.
   Tensor mine = Tensor::empty({2 * U * kRegions}, DType::i32, MemCategory::other);
   Tensor all = Tensor::empty({2 * U * kRegions * world}, DType::i32, MemCategory::other);
@@ -191,8 +254,10 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
       files.push_back({{"name", "rank" + std::to_string(r) + ".bin"}, {"bytes", lay.total}, {"regions", regions}});
     }
     json units = json::array();
-    for (const ShardedUnit& x : engine.units())
+    for (const ShardedUnit& x : engine.units()) {
       units.push_back({{"name", x.name()}, {"numel", x.numel()}, {"shard", x.master_numel()}});
+      if (x.frozen()) units.back()["frozen"] = true;
+    }
     const json meta = {{"format", kFormat},
                        {"version", kVersion},
                        {"arch", model.arch()},
@@ -211,6 +276,9 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
                          {"scaler_iter", pos.scaler.iter},
                          {"last_overflow", pos.scaler.last_overflow}}},
                        {"tokenizer", tokenizer_of(cfg)},
+                       {"lora", lora_json(model)},
+                       {"frozen", {{"checksum", frozen}, {"init_from", cfg.model.init_from ? json(*cfg.model.init_from) : json()},
+                                   {"seed", cfg.train.seed}}},
                        // What the data position and the schedule depend on besides the steps.
                        {"batch", {{"micro", cfg.micro_batch}, {"accumulation", cfg.grad_accum}, {"seq_len", cfg.data.seq_len}}},
                        {"files", files}};
@@ -350,6 +418,11 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
       const std::string at = "unit " + names_.back() + "'s ";
       numel_.push_back(integer(u, "numel", 0, kElements, at));
       shard_.push_back(integer(u, "shard", 0, kElements, at));
+      frozen_.push_back(u.value("frozen", false));
+      if (frozen_.back()) {  // [Note: frozen units' checksum]: in no rank file
+        if (shard_.back() != 0) throw bad("frozen unit " + names_.back() + " has a shard");
+        continue;
+      }
       if (shard_.back() < (stage_ == 0 ? numel_.back() : (numel_.back() + world_ - 1) / world_))
         throw bad("unit " + names_.back() + "'s shard does not cover it");
     }
@@ -412,6 +485,13 @@ void SavedCheckpoint::check_layout(const Model& model) const {
   if (!(dims_ == model.dims()) || wte_units_ != model.embedding_units())
     throw bad("saved from another model shape (" + dims_str(dims_) + ", wte_units " + std::to_string(wte_units_) +
               ") than this run's (" + dims_str(model.dims()) + ", wte_units " + std::to_string(model.embedding_units()) + ")");
+  const json saved_lora = meta_.value("lora", json()), lora = lora_json(model);
+  auto lora_text = [](const json& l) {
+    return l.is_null() ? std::string("without LoRA") : "with lora " + l.dump();
+  };
+  if (saved_lora != lora)
+    throw bad("saved " + lora_text(saved_lora) + ", this run is " + lora_text(lora) +
+              ": a checkpoint resumes or exports with the lora section it was trained with");
   const auto& layout = model.layout();
   if (numel_.size() != layout.size())
     throw bad("holds " + std::to_string(numel_.size()) + " units, the model of its dimensions has " +
@@ -518,6 +598,20 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
       const int64_t b = first_element(u);
       saved->verify(u, b, std::min(engine.units()[u].numel(), b + engine.units()[u].master_numel()));
     }
+  });
+  // [Note: frozen units' checksum]: the frozen model this run read is the one the checkpoint's
+  // adapters were trained on.
+  const std::string want = saved->meta().value("frozen", json::object()).value("checksum", std::string());
+  const std::string have = frozen_checksum(comm, engine);
+  agreed<CheckpointError>(comm, "checkpoint: checking the frozen model", [&] {
+    if (want == have) return;
+    const json& f = saved->meta().at("frozen");
+    const std::string from = f.value("init_from", json()).is_string() ? "model.init_from '" + f.at("init_from").get<std::string>() + "'"
+                                                                      : "train.seed " + f.value("seed", json()).dump();
+    throw saved->bad("its adapters were trained on a frozen model (" + from + ", checksum " + want +
+                     ") other than the one this run starts from (checksum " + have + ", model.init_from " +
+                     (cfg.model.init_from ? "'" + *cfg.model.init_from + "'" : "unset, train.seed " + std::to_string(cfg.train.seed)) +
+                     "); resume with the model it was trained on");
   });
 
   // [Note: resharding]: each region of this rank's shard from the pieces of the saved rank files

@@ -85,6 +85,8 @@ class SavedCheckpoint {
   DType wire() const { return wire_; }
   int units() const { return static_cast<int>(numel_.size()); }
   int64_t numel(int u) const { return numel_.at(static_cast<size_t>(u)); }
+  // A frozen unit ([Note: frozen units] in runtime/zero/sharded_unit.hpp) is in no rank file.
+  bool frozen(int u) const { return frozen_.at(static_cast<size_t>(u)); }
 
   // CheckpointError unless `model` has its dimensions and every unit's name and size.
   void check_layout(const Model& model) const;
@@ -114,6 +116,7 @@ class SavedCheckpoint {
   TrainPosition position_;
   Batch batch_;
   std::vector<int64_t> numel_, shard_;
+  std::vector<bool> frozen_;
   std::vector<std::string> names_, files_;
   std::vector<std::vector<std::array<Place, 4>>> regions_;  // [rank][unit][region]
   std::vector<std::unique_ptr<CheckpointFile>> fds_;

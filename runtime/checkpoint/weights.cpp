@@ -86,7 +86,7 @@ void load_saved(const std::string& path, Model& model) {
 // A foreign checkpoint's tensors, a unit at a time.
 void load_foreign(const std::string& path, Model& model) {
   const std::unique_ptr<ForeignWeights> w = open_foreign_weights(path, model);
-  for (int u = 0; u < model.num_units(); ++u) {
+  for (int u = 0; u < model.base_units(); ++u) {
     const UnitLayout& lay = model.layout()[size_t(u)];
     const Tensor host = Tensor::empty({lay.numel}, DType::f32, MemCategory::other);
     w->read_unit_range(u, 0, lay.numel, host.data<float>());
@@ -111,10 +111,16 @@ StoredModel stored_model(const std::string& path) {
 // at a time (zeros), reads from the file only the elements of its own shard (pread of those byte
 // ranges, or of the quantized blocks that cover them), and keeps the shard: the peak is its shards
 // plus one unit, and the file's bytes are read once across the ranks.
-void load_weights_into(const std::string& path, Model& model, ZeroEngine& engine) {
-  if (!read_foreign_checkpoint(path)) return engine.write_full_params([&] { load_weights(path, model); });
+void load_weights_into(const std::string& path, Model& model, ZeroEngine& engine, uint64_t seed) {
+  // Adapter units are not in the file: they start as the model initialises them.
+  if (!read_foreign_checkpoint(path))
+    return engine.write_full_params([&] {
+      load_weights(path, model);
+      for (int u = model.base_units(); u < model.num_units(); ++u) model.init_unit(u, seed);
+    });
   const std::unique_ptr<ForeignWeights> w = open_foreign_weights(path, model);
   engine.write_params_by_unit([&](int u, int64_t begin, int64_t end) {
+    if (u >= model.base_units()) return model.init_unit(u, seed);
     if (begin >= end) return;
     const Tensor full = engine.units()[u].param_view();
     const bool direct = full.device() == Device::cpu && full.dtype() == DType::f32;

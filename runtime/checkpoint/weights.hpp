@@ -29,7 +29,8 @@ void load_weights(const std::string& path, Model& model);
 // The run's starting weights into the engine's units. A foreign checkpoint (a Hugging Face folder,
 // a GGUF file) is read a unit at a time, each rank reading only the byte ranges of the elements it
 // keeps (its shard at stage 3): no rank ever holds the whole model, [Note: loading a shard].
-// Other files go through load_weights with every unit's full parameters present.
-void load_weights_into(const std::string& path, Model& model, ZeroEngine& engine);
+// Other files go through load_weights with every unit's full parameters present. Adapter units
+// ([Note: LoRA units] in models/lora.hpp) are in no file: they start from the model's init with `seed`.
+void load_weights_into(const std::string& path, Model& model, ZeroEngine& engine, uint64_t seed);
 
 }  // namespace zt

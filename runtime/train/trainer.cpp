@@ -116,6 +116,13 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   check_outputs(cfg_, host_comm_);
   if (cfg_.checkpoint.save_interval > 0) checkpoints_ = std::make_unique<CheckpointRoot>(cfg_, host_comm_);
   model_ = make_model(cfg_.model.arch, dims, on_device ? 1 : cfg_.model.wte_units);
+  if (cfg_.lora.enabled()) {
+    try {
+      model_->apply_lora(cfg_.lora);
+    } catch (const std::invalid_argument& e) {  // names lora.<key>, as every rank sees alike
+      throw ConfigError("config: " + std::string(e.what()));
+    }
+  }
   if (cfg_.train.attention == "cudnn") {
     // The config check has seen to the device and dtype; whether the build reaches cuDNN is the
     // backend's to say.
@@ -142,7 +149,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     const auto t0 = std::chrono::steady_clock::now();
     MemAccounting& ledger = comm_.memory().accounting();
     ledger.reset_peaks();
-    load_weights_into(*cfg_.model.init_from, *model_, *engine_);
+    load_weights_into(*cfg_.model.init_from, *model_, *engine_, cfg_.train.seed);
     const MemSnapshot m = ledger.snapshot();
     char buf[256];
     std::snprintf(buf, sizeof buf, "started from %s (%.2f s): this rank peaked at %.1f MiB while reading, and keeps %.1f MiB",
@@ -377,6 +384,24 @@ std::string run_banner(const Trainer& t) {
               " ranks on this host exceed its " + std::to_string(cores) +
               " cores; steps will run many times slower (train.threads 0 shares the cores among the ranks)";
   if (const std::string off = t.engine().offload_summary(); !off.empty()) banner += "\n" + off;
+  if (const LoraConfig& l = c.lora; l.enabled()) {
+    int64_t trainable = 0;
+    for (const UnitLayout& u : t.model().layout())
+      if (!u.frozen()) trainable += u.numel;
+    std::string targets;
+    for (const std::string& m : l.target_modules.empty() ? default_lora_targets(t.model().arch()) : l.target_modules)
+      targets += (targets.empty() ? "" : ", ") + m;
+    std::snprintf(buf, sizeof buf,
+                  "LoRA r %d, alpha %g%s (scale %g) on %s: %.3fM trainable parameters of %.2fM (%.2f%%); the frozen "
+                  "model %s",
+                  l.r, l.alpha, l.use_rslora ? ", rsLoRA" : "", static_cast<double>(l.scale()), targets.c_str(),
+                  static_cast<double>(trainable) / 1e6, static_cast<double>(t.model().num_params()) / 1e6,
+                  100.0 * static_cast<double>(trainable) / static_cast<double>(t.model().num_params()),
+                  c.zero.stage < 3                       ? "kept whole on every rank"
+                  : c.zero.frozen_params == "replicated" ? "replicated on every rank (zero_optimization.frozen_params)"
+                                                          : "sharded, gathered for each use (zero_optimization.frozen_params)");
+    banner += "\n" + std::string(buf);
+  }
   return banner;
 }
 }  // namespace

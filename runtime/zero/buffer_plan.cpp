@@ -45,6 +45,17 @@ BufferPlan plan_unit_buffers(const BufferPlanInput& in) {
     plan[upload] = spec(on_use, n, in.wire, params);
     return spec(elsewhere, n, in.wire, params, BufferPlace::pinned);
   };
+  if (in.frozen) {  // [Note: frozen units]: the parameters alone, whole or as the shard gathered from
+    plan[full_params] = spec(in.persistent ? kept : on_use, P, compute, params);
+    if (in.persistent) return plan;
+    if (!mixed) {
+      plan[master] = spec(plan.param_offloaded ? elsewhere : kept, S, DType::f32, params);
+    } else {
+      plan[shard16] = shard_of(S);
+      if (!narrow) plan[wire_params] = spec(on_use, P, in.wire, params);
+    }
+    return plan;
+  }
   // An offloaded master passes through host memory on its way to the store.
   const BufferPlace master_place = staged ? BufferPlace::host : BufferPlace::unit;
 

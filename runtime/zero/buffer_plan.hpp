@@ -12,7 +12,9 @@
 // Kept full parameters of stages 1-3 are all-gathered from the masters after each update.
 // AdamW's m and v mirror the master. Offload takes them (and a master of its own) out of the unit
 // ([Note: optimizer offload]) and, at stage 3, the shard it gathers from ([Note: parameter
-// offload]). The 16-bit buffers of [Note: mixed precision], [Note: compute in 16 bits] and [Note:
+// offload]). A frozen unit ([Note: frozen units]) has no master, states or gradients: it keeps its
+// full parameters (stages 0-2, and stage 3 with frozen_params "replicated"), or at stage 3 its
+// shard in the wire dtype, gathered while in use. The 16-bit buffers of [Note: mixed precision], [Note: compute in 16 bits] and [Note:
 // offload from a device] (runtime/zero/sharded_unit.hpp) are rows of the same table.
 #pragma once
 
@@ -76,6 +78,7 @@ struct BufferPlanInput {
   bool offload_states = false;  // [Note: optimizer offload]
   bool offload_param = false;   // [Note: parameter offload]: taken by non-persistent stage-3 units
   bool on_device = false;       // the unit's memory is not the host's ([Note: offload from a device])
+  bool frozen = false;          // [Note: frozen units] in runtime/zero/sharded_unit.hpp
 };
 
 struct BufferPlan {

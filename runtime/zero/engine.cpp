@@ -24,13 +24,15 @@ ZeroEngine::ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroC
     Ranges decayed;
     for (const ParamSpec& p : lay.params)
       if (p.decay) decayed.emplace_back(p.offset, p.offset + shape_numel(p.shape));
-    const bool small = lay.numel < cfg_.param_persistence_threshold;
-    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, small, comm, opt, options);
+    // [Note: frozen units]: frozen_params "replicated" keeps a frozen unit whole on every rank.
+    options.frozen = lay.frozen();
+    const bool kept = lay.numel < cfg_.param_persistence_threshold || (options.frozen && cfg_.frozen_params == "replicated");
+    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, kept, comm, opt, options);
     model.bind_unit(u, units_.back().param_view(), units_.back().grad_view());
   }
-  std::vector<ScheduledUnit*> scheduled;
-  for (ShardedUnit& x : units_) scheduled.push_back(&x);
-  scheduler_ = std::make_unique<ZeroScheduler>(std::move(scheduled), cfg_);
+  std::vector<ScheduledUnit*> all;
+  for (ShardedUnit& x : units_) all.push_back(&x);
+  scheduler_ = std::make_unique<ZeroScheduler>(schedule_units(model.layout(), all, groups_), cfg_);
   tape.set_hooks(scheduler_->hooks());
   scheduler_->set_background([this] {
     if (offload_) offload_->poll();
@@ -88,10 +90,9 @@ void ZeroEngine::write_full_params(const std::function<void()>& write) {
 void ZeroEngine::write_params_by_unit(const std::function<void(int u, int64_t begin, int64_t end)>& write) {
   for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
     ShardedUnit& x = units_[u];
-    const ShardGeometry& g = x.geometry();
     x.materialize_full_params();
-    if (cfg_.stage == 3) write(u, std::min(g.begin(), g.numel), std::min(g.begin() + g.shard, g.numel));
-    else write(u, 0, g.numel);
+    const auto [begin, end] = x.write_range();
+    write(u, begin, end);
     full_params_written(u);
     // At stage 3 the full parameters hold this rank's slice only: a persistent unit (kept
     // gathered) is gathered again from the shards, as after an update or a loaded checkpoint.
@@ -119,6 +120,7 @@ void ZeroEngine::visit_state(const StateVisitor& visit, bool load) {
   const int ahead = load || !param_offload_ ? 0 : cfg_.offload_param.buffer_count;
   for (int u = 0; u < U; ++u) {
     ShardedUnit& x = units_[u];
+    if (x.frozen()) continue;  // [Note: frozen units]: re-read from the model the run started from
     const bool away = param_offload_ && x.param_offloaded();
     for (int k = u + 1; k <= std::min(U - 1, u + ahead); ++k) param_offload_->fetch(k);  // a no-op for kept units
     if (away) {
@@ -144,6 +146,7 @@ void ZeroEngine::visit_state(const StateVisitor& visit, bool load) {
   } else {
     for (int u = 0; u < U; ++u) {
       ShardedUnit& x = units_[u];
+      if (x.frozen()) continue;
       if (x.param_shard().dtype() != DType::f32) visit_tensor(u, StateRegion::master, x.master());
       visit_tensor(u, StateRegion::m, x.adam_m());
       visit_tensor(u, StateRegion::v, x.adam_v());
@@ -199,7 +202,8 @@ double ZeroEngine::grad_norm() {
 std::vector<Tensor> ZeroEngine::grad_shards() const {
   // This rank's gradients (stage 0: every unit's whole, the same on every rank), in unit order.
   std::vector<Tensor> shards;
-  for (const ShardedUnit& x : units_) shards.push_back(x.grad_shard());
+  for (const ShardedUnit& x : units_)
+    if (!x.frozen()) shards.push_back(x.grad_shard());
   return shards;
 }
 
@@ -218,7 +222,9 @@ bool ZeroEngine::grads_overflowed() {
 }
 
 void ZeroEngine::poison_grads() {
-  units_.front().grad_shard().view(0, {1}).fill(std::numeric_limits<float>::infinity());
+  for (ShardedUnit& x : units_)
+    if (!x.frozen() && x.grad_shard().numel() > 0)
+      return x.grad_shard().view(0, {1}).fill(std::numeric_limits<float>::infinity());
 }
 
 void ZeroEngine::update(float lr, float grad_scale, int t) {

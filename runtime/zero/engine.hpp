@@ -21,6 +21,7 @@
 #include "runtime/zero/param_offload.hpp"
 #include "runtime/zero/scheduler.hpp"
 #include "runtime/zero/sharded_unit.hpp"
+#include "runtime/zero/unit_group.hpp"
 #include "tensor/tape.hpp"
 
 namespace zt {
@@ -107,6 +108,7 @@ class ZeroEngine {
   Communicator& comm_;
   ZeroConfig cfg_;
   std::vector<ShardedUnit> units_;
+  std::vector<std::unique_ptr<UnitGroup>> groups_;  // a model unit with its adapter units
   std::unique_ptr<ZeroScheduler> scheduler_;
   // Declared so that the offloads (their stores and buffers) go before the io_uring engine.
   std::unique_ptr<IoEngine> io_;

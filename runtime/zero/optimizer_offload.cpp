@@ -38,6 +38,7 @@ OptimizerOffload::OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroCo
   size_t largest = 0;
   for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
     const ShardedUnit& x = units_[u];
+    if (x.frozen()) continue;  // no optimizer
     const int64_t M = x.master_numel();
     const size_t per_element = (x.optimizer().master_offloaded() ? 3 : 2) * kF32;
     for (int64_t b = 0; b < M; b += zero.sub_group_size) {

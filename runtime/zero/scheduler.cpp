@@ -180,7 +180,8 @@ void ZeroScheduler::gather_kept() {
   std::deque<ScheduledUnit*> in_flight;
   int64_t elements = 0;
   for (ScheduledUnit* x : units_) {
-    if (!x->persistent()) continue;
+    // Frozen units never go stale ([Note: frozen units] in runtime/zero/sharded_unit.hpp).
+    if (!x->persistent() || x->state() != ParamState::sharded) continue;
     while (!in_flight.empty() && elements + x->numel() > cfg_.allgather_bucket_size) {
       in_flight.front()->wait_gather();
       elements -= in_flight.front()->numel();

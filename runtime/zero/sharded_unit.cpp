@@ -21,15 +21,17 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
       state_(persistent_ ? ParamState::gathered : ParamState::sharded),
       wire_(options.wire),
       memory_(options.memory ? options.memory : &cpu_allocator()),
-      narrow_(wire_ != DType::f32 && backend(memory_->device()).computes_in(wire_)) {
+      narrow_(wire_ != DType::f32 && backend(memory_->device()).computes_in(wire_)),
+      frozen_(options.frozen) {
   const bool on_device = memory_->device() != Device::cpu;
   BufferPlanInput in;
   in.geo = geo_, in.stage = stage_, in.persistent = persistent_, in.wire = wire_, in.narrow = narrow_;
   in.offload_states = options.offload_states, in.offload_param = options.offload_param, in.on_device = on_device;
+  in.frozen = frozen_;
   const BufferPlan plan = plan_unit_buffers(in);
   param_offloaded_ = plan.param_offloaded;
   param_host_ = param_offloaded_ && on_device;
-  const bool staged = options.offload_states && on_device;
+  const bool staged = options.offload_states && on_device && !frozen_;
   if ((staged || param_host_) && !mixed())
     throw std::invalid_argument("unit " + name_ + ": " + (staged ? "offload_optimizer" : "offload_param") +
                                 " with units on " + std::string(device_name(memory_->device())) +
@@ -57,6 +59,10 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
   wire_grads_ = take(UnitBuffer::wire_grads);
   upload_ = take(UnitBuffer::upload);
   Tensor master = take(UnitBuffer::master);
+  if (frozen_) {  // [Note: frozen units]: no optimizer; an fp32 stage-3 shard sits in the master's row
+    frozen_shard_ = std::move(master);
+    return;
+  }
   const int64_t M = master.numel();
   optim_.emplace(opt, plan, std::move(master), grad_shard_, shard16_, take(UnitBuffer::host_grads),
                  take(UnitBuffer::host_shard16), clip_ranges(decayed, stage_ == 0 ? 0 : geo_.begin(), M));
@@ -72,7 +78,7 @@ void ShardedUnit::start_gather() {
   if (stage_ == 0) throw std::logic_error("unit " + name_ + ": stage 0 never gathers");
   if (state_ != ParamState::sharded) throw std::logic_error("unit " + name_ + ": gather of a unit that is not sharded");
   // [Note: update behind the next forward]
-  if (optim_->state() == OptimizerShard::State::pending) opt_offload_->finish_unit(index_);
+  if (optim_ && optim_->state() == OptimizerShard::State::pending) opt_offload_->finish_unit(index_);
   if (poff_) poff_->ready(index_);
   full_params_.storage()->materialize();
   param_started_ = Trace::clock::now();
@@ -137,8 +143,27 @@ void ShardedUnit::materialize_full_params() {
   full_params_.zero();  // the padding stays zero
 }
 
+std::pair<int64_t, int64_t> ShardedUnit::write_range() const {
+  if (stage_ < 3 || (frozen_ && persistent_)) return {0, geo_.numel};
+  return {std::min(geo_.begin(), geo_.numel), std::min(geo_.begin() + geo_.shard, geo_.numel)};
+}
+
 void ShardedUnit::full_params_written() {
   if (param_offloaded_) param_shard().storage()->materialize();  // written whole below, then stored
+  if (frozen_) {
+    // [Note: frozen units]: the parameters take the wire's rounding they would take on a gather
+    // (every policy computes with the same values); at stage 3 the shard is this rank's slice.
+    const Tensor mine = full_params_.view(geo_.begin(), {geo_.shard});
+    if (persistent_) {
+      if (widens()) round_through(full_params_, wire_, MemCategory::other, *memory_);
+    } else if (mixed()) {
+      cast_into(mine, shard16_);
+    } else {
+      frozen_shard_.copy_from(mine);
+    }
+    state_ = ParamState::gathered;
+    return;
+  }
   const Tensor& master = optim_->master();
   const int64_t begin = stage_ == 0 ? 0 : geo_.begin();
   if (narrow_) {
@@ -162,6 +187,7 @@ void ShardedUnit::full_params_written() {
 }
 
 void ShardedUnit::begin_step() {
+  if (frozen_) return;
   if (grads_ == GradState::held || grads_ == GradState::held_then_zero) {
     grads_ = GradState::held_then_zero;  // the pending update still reads them: zeroed once it has
     return;
@@ -171,12 +197,13 @@ void ShardedUnit::begin_step() {
 }
 
 void ShardedUnit::prepare_grads() {
-  if (full_grads_.has_data()) return;
+  if (frozen_ || full_grads_.has_data()) return;
   full_grads_.storage()->materialize();
   full_grads_.zero();
 }
 
 void ShardedUnit::start_reduce(bool scatter) {
+  if (frozen_) return;  // nothing to average
   if (grads_ == GradState::reducing)
     throw std::logic_error("unit " + name_ + ": a gradient reduction is already in flight");
   grad_started_ = Trace::clock::now();
@@ -226,6 +253,7 @@ void ShardedUnit::finish_reduce() {
 }
 
 void ShardedUnit::update(float lr, float grad_scale, int t) {
+  if (frozen_) return;
   begin_update();
   optim_->step(lr, grad_scale, t);
   if (widens() && stage_ == 0) cast_into(shard16_, full_params_);  // stage 0's shard is the whole unit
@@ -255,16 +283,22 @@ void ShardedUnit::finish_update() {
 }
 
 void ShardedUnit::updated() {
+  if (frozen_) return;  // never stale
   if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
   if (stage_ == 3 && !persistent_) release();  // a unit held for a whole-model save is stale now
 }
 
 void ShardedUnit::state_loaded() {
+  if (frozen_) {  // written whole or as its shard, and never stale: a sharded one is released
+    if (!persistent_ && state_ == ParamState::gathered) release();
+    return;
+  }
   if (widens() && stage_ == 0) cast_into(shard16_, full_params_);
   updated();
 }
 
 void ShardedUnit::mark_update_pending() {
+  if (frozen_) return;
   optim_->mark_pending();
   grads_ = GradState::held;
   if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;

@@ -30,11 +30,20 @@
 // the shard up into a device buffer of the unit's, which goes once the gather completed; an
 // update writes the shard on the host (cast on the device and copied down, or by the offloaded
 // optimizer directly). Both need a 16-bit wire (in fp32 the master is the device's parameters).
+//
+// [Note: frozen units] A unit whose parameters are all frozen (LoRA's base model) has no
+// gradients, no master and no optimizer state: its backward computes no weight gradients (the
+// model's views do not require them), it takes part in no reduction and no update, and its
+// parameters never go stale. Where it lives is zero_optimization.frozen_params: "sharded" keeps,
+// at stage 3, only this rank's shard in the wire dtype and gathers the unit for each use like any
+// other (the least memory); "replicated" keeps the full parameters (in the compute dtype) on every
+// rank, so the frozen model costs memory and no bandwidth. Below stage 3 it is always kept whole.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "comm/communicator.hpp"
 #include "kernels/backend.hpp"
@@ -62,6 +71,7 @@ struct UnitOptions {
   // Where the unit's buffers live (null: host memory): the communicator's memory(), so that the
   // collectives and the kernels reach them. Flat-buffer work runs on that device's Backend.
   Allocator* memory = nullptr;
+  bool frozen = false;  // [Note: frozen units]
 };
 
 class ShardedUnit final : public ScheduledUnit {
@@ -82,21 +92,23 @@ class ShardedUnit final : public ScheduledUnit {
   int64_t numel() const override { return geo_.numel; }
   bool persistent() const override { return persistent_; }
   ParamState state() const override { return state_; }
+  bool frozen() const { return frozen_; }
 
   // The model's views: the first numel() elements of the padded full buffers. Their storage comes
   // and goes with gather/release ([Note: storage that comes and goes] in tensor/tensor.hpp).
   Tensor param_view() const { return full_params_.view(0, {numel()}); }
-  Tensor grad_view() const { return full_grads_.view(0, {numel()}); }
+  Tensor grad_view() const { return frozen_ ? Tensor() : full_grads_.view(0, {numel()}); }  // undefined when frozen
   const Tensor& full_params() const { return full_params_; }
   const Tensor& full_grads() const { return full_grads_; }
   const Tensor& grad_shard() const { return grad_shard_; }
+  // The optimizer's side: not for a frozen unit, which has none (master_numel() 0).
   const OptimizerShard& optimizer() const { return *optim_; }
   OptimizerShard& optimizer() { return *optim_; }
   const Tensor& master() const { return optim_->master(); }
   // AdamW's states (undefined where they are offloaded).
   const Tensor& adam_m() const { return optim_->m(); }
   const Tensor& adam_v() const { return optim_->v(); }
-  int64_t master_numel() const { return optim_->numel(); }
+  int64_t master_numel() const { return optim_ ? optim_->numel() : 0; }
 
   // Parameters ([ScheduledUnit]); start_gather materializes the full buffer.
   void start_gather() override;
@@ -126,7 +138,10 @@ class ShardedUnit final : public ScheduledUnit {
   // Parameter offload: whether this unit takes part, and the shard it gathers from (its 16-bit
   // shard, or in fp32 its master).
   bool param_offloaded() const { return param_offloaded_; }
-  const Tensor& param_shard() const { return mixed() ? shard16_ : optim_->master(); }
+  const Tensor& param_shard() const { return mixed() ? shard16_ : optim_ ? optim_->master() : frozen_shard_; }
+  // Elements [begin, end) of the full parameters a write of the whole model must fill on this
+  // rank: its shard where the unit gathers from one (stage 3, not kept whole), else all of them.
+  std::pair<int64_t, int64_t> write_range() const;
   void prefetch_shard() override;
 
   // AdamW over the master; gradients scaled by grad_scale. Leaves the state sharded where the
@@ -164,6 +179,7 @@ class ShardedUnit final : public ScheduledUnit {
   DType wire_;
   Allocator* memory_;
   bool narrow_;  // [Note: compute in 16 bits]
+  bool frozen_;
   bool param_offloaded_;
   bool param_host_;  // [Note: offload from a device]: the 16-bit shard lives on the host
   ParamOffload* poff_ = nullptr;
@@ -174,6 +190,7 @@ class ShardedUnit final : public ScheduledUnit {
   // the collectives fill (present while one is in flight).
   Tensor shard16_, wire_params_, wire_grads_;
   Tensor upload_;  // [Note: offload from a device]: the device copy of a host shard, while its gather runs
+  Tensor frozen_shard_;  // [Note: frozen units], fp32 at stage 3: the shard gathered from
   std::optional<OptimizerShard> optim_;  // made in the constructor, from the plan
   WorkPtr param_work_, grad_work_;
   Trace* trace_ = nullptr;

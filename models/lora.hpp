@@ -30,6 +30,8 @@ struct LoraConfig {
   std::vector<std::string> target_modules;  // empty: the architecture's default, PEFT's
   std::string init = "default";             // PEFT's init_lora_weights: "default" (true) or "gaussian"
   bool use_rslora = false;
+  // A PEFT adapter folder the adapters start from (models/peft_format.hpp); empty: init above.
+  std::string init_from;
   bool enabled() const { return r > 0; }
   float scale() const;
 };

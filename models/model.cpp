@@ -155,6 +155,25 @@ void Model::bind_unit(int u, const Tensor& params, const Tensor& grads) {
   }
 }
 
+void Model::merge_lora(int u, float* params, const std::function<const float*(int unit)>& adapter) const {
+  if (u >= base_units_) return;
+  const float scale = lora_.scale();
+  for (const LoraAdapter& a : adapters_[size_t(u)]) {
+    const std::vector<ParamSpec>& ad = layout_[size_t(a.unit)].params;
+    const ParamSpec& w = layout_[size_t(u)].params[size_t(a.param)];
+    const float* unit = adapter(a.unit);
+    const float *A = unit + ad[size_t(a.a)].offset, *B = unit + ad[size_t(a.b)].offset;
+    const int64_t OC = w.shape[0], C = w.shape[1], r = ad[size_t(a.a)].shape[0];
+    float* W = params + w.offset;
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < OC; ++o)
+      for (int64_t k = 0; k < r; ++k) {
+        const float b = scale * B[o * r + k];
+        for (int64_t c = 0; c < C; ++c) W[o * C + c] += b * A[k * C + c];
+      }
+  }
+}
+
 void Model::init(uint64_t seed) {
   for (int u = 0; u < num_units(); ++u) init_unit(u, seed);
 }

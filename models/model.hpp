@@ -108,6 +108,9 @@ class Model {
   // The adapters of unit u's parameters [first, first + count) (one weight, or a fused group whose
   // rows follow one another), bound: the terms adapted_linear adds. Empty without LoRA.
   LoraTerms lora_terms(int u, int first, int count) const;
+  // Model unit u's weights with its adapters merged in, W += scale * B A (PEFT's merge_and_unload):
+  // `params` is u's flat buffer (f32, host), `adapter(v)` adapter unit v's. Nothing without LoRA.
+  void merge_lora(int u, float* params, const std::function<const float*(int unit)>& adapter) const;
 
   // tokens, targets (B,T) i32 on the host -> mean loss (targets == -1 ignored), a host scalar.
   // Computes where the bound parameters live (their device and dtype). Records on the tape.

@@ -461,6 +461,7 @@ void read_lora(Section& top, LoraConfig& l) {
   s->get("lora_dropout", l.dropout);
   s->get("init", l.init);
   s->get("use_rslora", l.use_rslora);
+  if (s->get("init_from", l.init_from) && l.init_from.empty()) fail(s->path("init_from"), "must be a PEFT adapter folder, got \"\"");
   if (const json* v = s->find("target_modules")) {
     if (v->is_string()) {
       l.target_modules = {v->get<std::string>()};  // "all-linear", or one name

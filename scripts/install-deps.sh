@@ -38,12 +38,14 @@ fi
 # reference (tests/ref/llama_hf.py, gguf_ref.py). Debian 12 packages none of them, so they come
 # from PyPI into the system Python the tests use; transformers 4.46 still runs on Debian's torch
 # 1.13, which spares the tests PyPI's 5 GB torch, and numpy stays below 2 for that torch.
-if ! /usr/bin/python3 -c "import safetensors, transformers, gguf, accelerate
-assert transformers.__version__ == '4.46.3'" 2>/dev/null; then
-  echo "install-deps: installing safetensors, transformers, gguf and accelerate (pip)"
+# PEFT is LoRA's reference (tests/ref/lora_peft.py); 0.13.2 is the last to run on that torch and
+# transformers, and needs nothing they lack.
+if ! /usr/bin/python3 -c "import safetensors, transformers, gguf, accelerate, peft
+assert transformers.__version__ == '4.46.3' and peft.__version__ == '0.13.2'" 2>/dev/null; then
+  echo "install-deps: installing safetensors, transformers, gguf, accelerate and peft (pip)"
   $sudo /usr/bin/python3 -m pip install -q --break-system-packages safetensors "transformers==4.46.3" "gguf==0.17.1" \
     "numpy<2"
-  $sudo /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "accelerate==1.1.1"
+  $sudo /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "accelerate==1.1.1" "peft==0.13.2"
 fi
 
 # The one real pretrained Llama-architecture model reachable offline: SmolLM2-135M-Instruct

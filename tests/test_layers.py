@@ -27,7 +27,7 @@ rank = {room: i for i, group in enumerate(ROOMS) for room in group}
 # What runtime/ may use of models/: the interface, its dimensions, the factory and the file formats
 # (GGUF's reader for the tokenizer metadata a GGUF file carries beside the weights).
 MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/lora.hpp", "models/registry.hpp", "models/llmc_format.hpp",
-                     "models/foreign_formats.hpp", "models/gguf_file.hpp"}
+                     "models/foreign_formats.hpp", "models/gguf_file.hpp", "models/peft_format.hpp"}
 
 
 def room_of(path):  # "runtime/zero/x.hpp" -> "zero"; "runtime/config.hpp" -> ""

@@ -98,13 +98,6 @@ json dims_json(const ModelDims& d, const std::string& arch) {
 
 std::string step_name(int step) { return "step_" + std::to_string(step); }
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // [Note: frozen units' checksum] A checkpoint of adapters holds no frozen parameters: a resumed
 // run re-reads them from model.init_from (or initialises them from train.seed), and its meta.json
 // records a checksum of their values, which the resume compares. The checksum is a sum over
@@ -122,17 +115,7 @@ std::string frozen_checksum(Communicator& comm, const ZeroEngine& engine) {
     const int64_t n = std::clamp<int64_t>(g.numel - g.begin(), 0, g.shard);
     if (n == 0) continue;
     const Tensor mine = x.persistent() ? x.full_params().view(g.begin(), {n}) : x.param_shard().view(0, {n});
-    const Tensor values = host_f32(mine);
-    const float* v = values.data<float>();
-    const uint64_t first = static_cast<uint64_t>(g.begin()), unit = static_cast<uint64_t>(u) << 40;
-    uint64_t part = 0;
-#pragma omp parallel for reduction(+ : part) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, v + i, sizeof bits);
-      part += mix64(mix64(unit | (first + static_cast<uint64_t>(i))) ^ bits);
-    }
-    sum += part;
+    sum += frozen_hash(u, g.begin(), host_f32(mine).data<float>(), n);
   }
   if (!any) return "";
   if (comm.size() > 1) {
@@ -175,6 +158,28 @@ void verify_region(const Fd& f, const std::string& path, uint64_t offset, uint64
     throw CheckpointError("checkpoint: '" + path + "': unit " + unit + "'s " + region + " does not match its checksum " +
                           hex(want) + " (the file is corrupt)");
 }
+
+}  // namespace
+
+uint64_t frozen_hash(int u, int64_t first, const float* v, int64_t n) {
+  auto mix = [](uint64_t x) {  // splitmix64's finaliser
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  const uint64_t unit = static_cast<uint64_t>(u) << 40;
+  uint64_t sum = 0;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    sum += mix(mix(unit | static_cast<uint64_t>(first + i)) ^ bits);
+  }
+  return sum;
+}
+
+namespace {
 
 // save_checkpoint's work once step_<k>.tmp exists: every rank's file, the metadata, the renames.
 namespace {

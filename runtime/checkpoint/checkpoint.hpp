@@ -123,6 +123,10 @@ class SavedCheckpoint {
   std::vector<char> bounce_;
 };
 
+// [Note: frozen units' checksum] in checkpoint.cpp: the part of the sum elements [first, first+n)
+// of unit u with values v add; the checksum is its sum over every element of every frozen unit.
+uint64_t frozen_hash(int u, int64_t first, const float* v, int64_t n);
+
 // What a resumed run must share with its checkpoint besides the model: the global batch (micro x
 // accumulation x ranks) and seq_len, which the data position and the schedule follow from, and
 // train.steps at or past the checkpoint's step. CheckpointError saying which and what to do.

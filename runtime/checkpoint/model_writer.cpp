@@ -15,6 +15,7 @@
 #include "kernels/cpu/kernels.hpp"
 #include "models/foreign_formats.hpp"
 #include "models/llmc_format.hpp"
+#include "models/peft_format.hpp"
 #include "runtime/file_io.hpp"
 
 namespace zt {
@@ -48,6 +49,7 @@ class LlmcWriter final : public PositionedWriter {
     });
   }
   void write_unit(int u, const float* params) override {
+    if (u >= model_.base_units()) return;  // adapters are PEFT's to write
     const auto& ps = model_.layout()[size_t(u)].params;
     for (size_t i = 0; i < ps.size(); ++i)
       file_->write_at(params + ps[i].offset, static_cast<size_t>(shape_numel(ps[i].shape)) * sizeof(float),
@@ -62,11 +64,12 @@ class LlmcWriter final : public PositionedWriter {
 // Hugging Face's names and layouts from each ParamSpec: the tensors in the order the units first
 // hold them, each the first hf_rows rows of the model tensor (a padded vocabulary's extra rows are
 // not in the file), whose row ranges in several units land at their rows' offsets. `include`
-// picks the tensors of one shard of a split model (all of them when empty).
+// picks the tensors of one shard of a split model (all of them when empty). The model's own
+// units, or with `adapters` its adapter units under PEFT's names (models/peft_format.hpp).
 class SafetensorsWriter final : public PositionedWriter {
  public:
   SafetensorsWriter(const std::string& path, const std::string& what, const Model& model, DType dtype,
-                    const std::function<bool(const std::string& hf_name)>& include = {})
+                    const std::function<bool(const std::string& hf_name)>& include = {}, bool adapters = false)
       : PositionedWriter(path, what), model_(model), dtype_(dtype) {
     const size_t es = dtype_size(dtype);
     const char* type = dtype == DType::f32 ? "F32" : dtype == DType::bf16 ? "BF16" : "F16";
@@ -75,20 +78,22 @@ class SafetensorsWriter final : public PositionedWriter {
     std::map<std::string, uint64_t> tensor_at;  // each tensor's offset in the data
     uint64_t at = 0;
     place_.resize(static_cast<size_t>(model.num_units()));
-    for (int u = 0; u < model.num_units(); ++u)
+    const int first = adapters ? model.base_units() : 0, last = adapters ? model.num_units() : model.base_units();
+    for (int u = first; u < last; ++u)
       for (const ParamSpec& p : model.layout()[size_t(u)].params) {
         if (include && !include(p.hf_name)) {
           place_[size_t(u)].push_back({0, 0, false});  // another shard's
           continue;
         }
         const int64_t cols = shape_numel(p.shape) / p.shape[0];
-        auto [it, added] = tensor_at.try_emplace(p.hf_name, at);
+        const std::string name = adapters ? peft_tensor_name(model, p) : p.hf_name;
+        auto [it, added] = tensor_at.try_emplace(name, at);
         if (added) {
           std::vector<int64_t> shape = p.shape;
           shape[0] = p.hf_rows;
           if (p.hf_transposed) std::swap(shape[0], shape[1]);
           const uint64_t bytes = static_cast<uint64_t>(shape_numel(shape)) * es;
-          header[p.hf_name] = {{"dtype", type}, {"shape", shape}, {"data_offsets", {at, at + bytes}}};
+          header[name] = {{"dtype", type}, {"shape", shape}, {"data_offsets", {at, at + bytes}}};
           at += bytes;
         }
         const int64_t rows = std::clamp<int64_t>(p.hf_rows - p.row0, 0, p.shape[0]);
@@ -103,6 +108,7 @@ class SafetensorsWriter final : public PositionedWriter {
   }
 
   void write_unit(int u, const float* params) override {
+    if (place_[size_t(u)].empty()) return;  // a unit this file does not hold
     const auto& ps = model_.layout()[size_t(u)].params;
     const size_t es = dtype_size(dtype_);
     for (size_t i = 0; i < ps.size(); ++i) {
@@ -141,8 +147,8 @@ class SafetensorsWriter final : public PositionedWriter {
 std::vector<std::pair<std::string, uint64_t>> hf_tensor_bytes(const Model& model, DType dtype) {
   std::vector<std::pair<std::string, uint64_t>> out;
   std::map<std::string, bool> seen;
-  for (const UnitLayout& u : model.layout())
-    for (const ParamSpec& p : u.params)
+  for (int u = 0; u < model.base_units(); ++u)
+    for (const ParamSpec& p : model.layout()[size_t(u)].params)
       if (seen.emplace(p.hf_name, true).second)
         out.emplace_back(p.hf_name, static_cast<uint64_t>(p.hf_rows * (shape_numel(p.shape) / p.shape[0])) * dtype_size(dtype));
   return out;
@@ -202,10 +208,38 @@ class HfFolderWriter final : public ModelWriter {
   std::string index_;
 };
 
+// PEFT's adapter folder (models/peft_format.hpp): adapter_model.safetensors, then adapter_config.json.
+class PeftFolderWriter final : public ModelWriter {
+ public:
+  PeftFolderWriter(const std::string& folder, const std::string& what, const Model& model, DType dtype,
+                   std::string base_model)
+      : folder_(folder), model_(model), base_model_(std::move(base_model)) {
+    if (!model.lora().enabled()) throw std::invalid_argument(what + ": the peft format holds LoRA adapters; this model has none");
+    std::error_code ec;
+    std::filesystem::create_directories(folder, ec);
+    if (ec) throw CheckpointError(what + ": cannot create folder '" + folder + "': " + ec.message());
+    weights_ = std::make_unique<SafetensorsWriter>((std::filesystem::path(folder) / "adapter_model.safetensors").string(),
+                                                   what, model, dtype, nullptr, true);
+  }
+  void write_unit(int u, const float* params) override { weights_->write_unit(u, params); }
+  void finish() override {
+    weights_->finish();
+    write_atomically((std::filesystem::path(folder_) / "adapter_config.json").string(), peft_config_json(model_, base_model_));
+  }
+
+ private:
+  std::string folder_;
+  const Model& model_;
+  std::string base_model_;
+  std::unique_ptr<ModelWriter> weights_;
+};
+
 }  // namespace
 
 std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const std::string& what,
-                                               const Model& model, DType dtype, uint64_t max_shard_bytes) {
+                                               const Model& model, DType dtype, uint64_t max_shard_bytes,
+                                               const std::string& base_model) {
+  if (format == "peft") return std::make_unique<PeftFolderWriter>(path, what, model, dtype, base_model);
   if (format == "llmc") {
     if (dtype != DType::f32) throw std::invalid_argument("export: llm.c's format is fp32 only");
     check_llmc_model(model);
@@ -213,7 +247,7 @@ std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const 
   }
   if (format == "safetensors") return std::make_unique<SafetensorsWriter>(path, what, model, dtype);
   if (format == "hf") return std::make_unique<HfFolderWriter>(path, what, model, dtype, max_shard_bytes);
-  throw std::invalid_argument("export: --format must be \"hf\", \"safetensors\" or \"llmc\", got \"" + format + "\"");
+  throw std::invalid_argument("export: --format must be \"hf\", \"safetensors\", \"llmc\" or \"peft\", got \"" + format + "\"");
 }
 
 void write_gathered_model(ZeroEngine& engine, const Model& model, int rank, const std::string& format,
@@ -230,8 +264,24 @@ void write_gathered_model(ZeroEngine& engine, const Model& model, int rank, cons
     }
   };
   guarded([&] { writer = make_model_writer(format, path, what, model, dtype); });
+  // A LoRA model is written merged: its adapter units first (small), then each model unit with
+  // its adapters merged in.
+  const int base = model.base_units();
+  std::vector<Tensor> adapters(static_cast<size_t>(model.num_units()));
   engine.for_each_full_unit(
-      [&](int u) { guarded([&] { writer->write_unit(u, host_f32(engine.units()[u].param_view()).data<float>()); }); });
+      [&](int u) { adapters[size_t(u)] = host_f32(engine.units()[u].param_view()).to(cpu_allocator(), MemCategory::other); }, base);
+  engine.for_each_full_unit(
+      [&](int u) {
+        guarded([&] {
+          Tensor unit = host_f32(engine.units()[u].param_view());
+          if (model.lora().enabled()) {
+            unit = unit.to(cpu_allocator(), MemCategory::other);  // merged into a copy, not the run's own parameters
+            model.merge_lora(u, unit.data<float>(), [&](int v) { return adapters[size_t(v)].data<float>(); });
+          }
+          writer->write_unit(u, unit.data<float>());
+        });
+      },
+      0, base);
   guarded([&] { writer->finish(); });
   if (error) std::rethrow_exception(error);
 }

@@ -34,12 +34,15 @@ class ModelWriter {
 // replaces `path` when finished ([Note: replacing a file] in runtime/file_io.hpp); `what` names it
 // in errors ("export --out", "train.save_model").
 inline constexpr uint64_t kHfMaxShardBytes = 5'000'000'000;
+// "peft": PEFT's adapter folder of a LoRA model (models/peft_format.hpp), naming `base_model` as
+// its base; only the adapter units are written. The other formats write the model's own units.
 std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const std::string& what,
                                                const Model& model, DType dtype = DType::f32,
-                                               uint64_t max_shard_bytes = kHfMaxShardBytes);
+                                               uint64_t max_shard_bytes = kHfMaxShardBytes,
+                                               const std::string& base_model = "");
 
 // The run's model as one file, gathered a unit at a time (ZeroEngine::for_each_full_unit, so
-// collective at stages 1-3) and written by rank 0. A write error on rank 0 is thrown there once
+// collective at stages 1-3) and written by rank 0; a LoRA model with its adapters merged in. A write error on rank 0 is thrown there once
 // every rank has joined the last gather; the other ranks return.
 void write_gathered_model(ZeroEngine& engine, const Model& model, int rank, const std::string& format,
                           const std::string& path, const std::string& what, DType dtype);

@@ -37,7 +37,7 @@ constexpr const char* kUsage = R"(usage:
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokenizer PATH] [--chat true] [--chat-template chatml|llama3]
                 [--system TEXT] [--tokens N] [--top-k K] [--top-p P] [--temperature X] [--seed N]
   ztrain estimate --config FILE [--world-size N] [--set dotted.key=value]... [--format table|json]
-  ztrain export --checkpoint DIR --format hf|safetensors|llmc --out PATH [--max-shard-size 5GB]
+  ztrain export --checkpoint DIR --format hf|safetensors|llmc|peft --out PATH [--max-shard-size 5GB] [--merge-lora]
   ztrain tokenize --tokenizer PATH --out DIR [--val-fraction F] [--threads N] [--shard-tokens N]
                   [--chunk-bytes N] INPUTS...
   ztrain --help | --version
@@ -181,16 +181,21 @@ int cmd_sample(int argc, char** argv) {
 int cmd_export(int argc, char** argv) {
   std::string checkpoint, format, out;
   uint64_t max_shard = 5'000'000'000;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--format", "--out", "--max-shard-size"})) {
-    if (flag == "--checkpoint") checkpoint = value;
+  bool merge_lora = false;
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--format", "--out", "--max-shard-size"},
+                                         nullptr, {"--merge-lora"})) {
+    if (flag == "--merge-lora") merge_lora = true;
+    else if (flag == "--checkpoint") checkpoint = value;
     else if (flag == "--format") format = value;
     else if (flag == "--max-shard-size") max_shard = byte_size_flag(flag, value);
     else out = value;
   }
   if (checkpoint.empty() || out.empty()) throw UsageError("export needs --checkpoint DIR and --out PATH");
-  if (format != "hf" && format != "safetensors" && format != "llmc")
-    throw UsageError("export: --format must be hf, safetensors or llmc, got '" + format + "'");
-  export_checkpoint(checkpoint, format, out, max_shard);
+  if (format != "hf" && format != "safetensors" && format != "llmc" && format != "peft")
+    throw UsageError("export: --format must be hf, safetensors, llmc or peft, got '" + format + "'");
+  if (merge_lora && format == "peft")
+    throw UsageError("export: --merge-lora writes the merged model (--format hf, safetensors or llmc); peft writes the adapters");
+  export_checkpoint(checkpoint, format, out, max_shard, merge_lora);
   std::cout << "exported " << checkpoint << " to " << out << " (" << format << ")" << std::endl;
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "runtime/cli/cli_flags.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -11,12 +12,17 @@ namespace zt {
 
 std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv, int first,
                                                              const std::vector<std::string>& known,
-                                                             std::vector<std::string>* operands) {
+                                                             std::vector<std::string>* operands,
+                                                             const std::vector<std::string>& switches) {
   std::vector<std::pair<std::string, std::string>> flags;
   for (int i = first; i < argc; ++i) {
     const std::string a = argv[i];
     if (operands && !a.starts_with("--")) {
       operands->push_back(a);
+      continue;
+    }
+    if (std::find(switches.begin(), switches.end(), a) != switches.end()) {
+      flags.emplace_back(a, "true");
       continue;
     }
     bool ok = false;

@@ -17,10 +17,12 @@ struct UsageError : std::runtime_error {
 
 // Flags of the form --name VALUE from argv[first], in order; repeated flags are kept (--set).
 // With `operands`, the arguments that do not begin with "--" (and are no flag's value) go there
-// (`ztrain tokenize`'s input files); without, they are usage errors.
+// (`ztrain tokenize`'s input files); without, they are usage errors. `switches` are flags that
+// take no value (`--merge-lora`), returned with the value "true".
 std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv, int first,
                                                              const std::vector<std::string>& known,
-                                                             std::vector<std::string>* operands = nullptr);
+                                                             std::vector<std::string>* operands = nullptr,
+                                                             const std::vector<std::string>& switches = {});
 
 // An integer in [lo, hi], written in decimal and nothing else ("12", "-3"; not "12x", " 12", "1e3").
 int64_t int_flag(const std::string& flag, const std::string& value, int64_t lo, int64_t hi);

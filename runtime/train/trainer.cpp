@@ -28,6 +28,7 @@
 #include "runtime/train/outputs.hpp"
 #include "runtime/train/schedule.hpp"
 #include "runtime/checkpoint/weights.hpp"
+#include "models/peft_format.hpp"
 
 namespace zt {
 
@@ -158,6 +159,26 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     loaded_ = buf;
   } else {
     engine_->init_params(cfg_.train.seed);
+  }
+  if (!cfg_.lora.init_from.empty()) {  // the adapters PEFT saved, over the initialised ones
+    std::unique_ptr<PeftAdapters> start;
+    agreed<ConfigError>(host_comm_, "reading lora.init_from", [&] {
+      try {
+        start = std::make_unique<PeftAdapters>(cfg_.lora.init_from, *model_);
+      } catch (const std::runtime_error& e) {
+        throw ConfigError("config: " + std::string(e.what()));
+      }
+    });
+    std::vector<float> unit;
+    engine_->write_params_by_unit(
+        [&](int u, int64_t begin, int64_t end) {
+          unit.resize(static_cast<size_t>(model_->layout()[size_t(u)].numel));
+          start->read_unit(u, unit.data());
+          const Tensor host = Tensor::empty({end - begin}, DType::f32, MemCategory::other);
+          std::copy(unit.begin() + begin, unit.begin() + end, host.data<float>());
+          store_f32(engine_->units()[u].param_view().view(begin, {end - begin}), host);
+        },
+        model_->base_units());
   }
 
   train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);

@@ -64,7 +64,7 @@ std::string ZeroEngine::offload_summary() const {
 
 void ZeroEngine::full_params_written(int u) {
   units_[u].full_params_written();
-  if (offload_) offload_->store_initial(u);
+  if (offload_ && !units_[u].frozen()) offload_->store_initial(u);  // a frozen unit has no optimizer
   if (param_offload_) param_offload_->store(u);
 }
 
@@ -87,8 +87,8 @@ void ZeroEngine::write_full_params(const std::function<void()>& write) {
   }
 }
 
-void ZeroEngine::write_params_by_unit(const std::function<void(int u, int64_t begin, int64_t end)>& write) {
-  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+void ZeroEngine::write_params_by_unit(const std::function<void(int u, int64_t begin, int64_t end)>& write, int first) {
+  for (int u = first; u < static_cast<int>(units_.size()); ++u) {
     ShardedUnit& x = units_[u];
     x.materialize_full_params();
     const auto [begin, end] = x.write_range();
@@ -168,8 +168,8 @@ void ZeroEngine::gather_all() {
   for (ShardedUnit& x : units_) x.wait_gather();
 }
 
-void ZeroEngine::for_each_full_unit(const std::function<void(int)>& fn) {
-  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+void ZeroEngine::for_each_full_unit(const std::function<void(int)>& fn, int first, int last) {
+  for (int u = first; u < (last < 0 ? static_cast<int>(units_.size()) : last); ++u) {
     ShardedUnit& x = units_[u];
     if (x.state() == ParamState::sharded) x.start_gather();
     x.wait_gather();

@@ -49,13 +49,15 @@ class ZeroEngine {
   // Unit by unit, never more than one unit's full parameters: `write(u, begin, end)` fills at
   // least elements [begin, end) of unit u's full parameters (units()[u].param_view(); zeros
   // elsewhere), the ones this rank keeps: its shard at stage 3, the whole unit below.
-  void write_params_by_unit(const std::function<void(int u, int64_t begin, int64_t end)>& write);
+  // Units from `first` on only (the adapter units after the model's own: models/lora.hpp).
+  void write_params_by_unit(const std::function<void(int u, int64_t begin, int64_t end)>& write, int first = 0);
   // Runs `read` with every unit's full parameters present (e.g. to save them).
   void read_full_params(const std::function<void()>& read);
   // Calls `fn(u)` for each unit in turn with its full parameters present (units()[u].param_view());
   // stage 3 gathers each before and releases it after, so no rank holds more than one unit
   // beyond its shards. Collective at stages 1-3.
-  void for_each_full_unit(const std::function<void(int)>& fn);
+  // Units [first, last) only (last -1: to the end).
+  void for_each_full_unit(const std::function<void(int)>& fn, int first = 0, int last = -1);
 
   // A step: begin_step, then per micro-batch begin_pass / forward / backward / end_pass, then
   // grad_norm and update. Validation is a pass without backward.

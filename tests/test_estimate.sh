@@ -81,6 +81,11 @@ stages="3" case_ np2param 2 $off --set bf16.enabled=true --set zero_optimization
   --set zero_optimization.offload_param.max_in_cpu=0 --set zero_optimization.offload_param.buffer_count=2 \
   --set zero_optimization.offload_optimizer.device=nvme
 stages="3" case_ np2paramcpu 2 $off --set zero_optimization.offload_param.device=cpu
+# LoRA ([Note: frozen units]): frozen blocks without gradients or optimizer states, adapters
+# gathered and reduced with their block; at stage 3 the frozen model sharded, then replicated.
+lora="--set lora.r=8 --set lora.target_modules=[\"c_attn\",\"c_fc\"]"
+case_ np2lora 2 $lora
+stages="3" case_ np2lorarep 2 $lora --set zero_optimization.frozen_params=replicated
 
 # The table form marks the configured stage; a bad world size is a usage error.
 out=$("$ztrain" estimate --config "$dir/c.json" --world-size 2 --set zero_optimization.stage=3 2>&1) \
@@ -94,7 +99,8 @@ import json, os, sys
 d = sys.argv[1]
 keys = ("parameters", "gradients", "optimizer", "activations", "communication", "other", "total")
 bad = 0
-for name in ("np2", "np3", "np2split", "np2bf16", "np3fp16", "np2cpu", "np2nvme", "np2param", "np2paramcpu"):
+for name in ("np2", "np3", "np2split", "np2bf16", "np3fp16", "np2cpu", "np2nvme", "np2param", "np2paramcpu", "np2lora",
+             "np2lorarep"):
     est = json.load(open(os.path.join(d, f"est_{name}.json")))
     floor = json.load(open(os.path.join(d, f"floor_{name}.json")))
     for s in map(int, open(os.path.join(d, f"stages_{name}")).read().split()):

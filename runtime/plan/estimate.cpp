@@ -14,6 +14,7 @@
 #include "runtime/zero/buffer_plan.hpp"
 #include "runtime/zero/scheduler.hpp"
 #include "runtime/zero/shard.hpp"
+#include "runtime/zero/unit_group.hpp"
 
 namespace zt {
 
@@ -137,12 +138,15 @@ class GhostUnit final : public ScheduledUnit {
         geo_(shard_geometry(lay.numel, world, 0)),
         stage_(z.stage),
         world_(world),
-        persistent_(z.stage < 3 || lay.numel < z.param_persistence_threshold),
+        frozen_(lay.frozen()),
+        persistent_(z.stage < 3 || lay.numel < z.param_persistence_threshold ||
+                    (frozen_ && z.frozen_params == "replicated")),
         rank_(rank),
         mem_(rank.mem) {
     BufferPlanInput in;
     in.geo = geo_, in.stage = stage_, in.persistent = persistent_, in.wire = wire;
     in.offload_states = z.offload_optimizer.enabled(), in.offload_param = poff != nullptr;
+    in.frozen = frozen_;
     plan_ = plan_unit_buffers(in);
     // What a rank holds from construction on: every kept buffer. The shard a stage-3 unit gathers
     // from may be the parameter offload's instead.
@@ -190,6 +194,7 @@ class GhostUnit final : public ScheduledUnit {
   // kept full parameters are stale (stages 1-3). `deferred` ([Note: update behind the next
   // forward]): the parameters are stale now, the rest happens at the unit's next gather.
   void updated(bool deferred) {
+    if (frozen_) return;  // no update, never stale
     if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
     if (deferred) pending_ = true;
     else finish_update();
@@ -201,6 +206,7 @@ class GhostUnit final : public ScheduledUnit {
     grads_ = true;
   }
   void start_reduce(bool scatter) override {
+    if (frozen_) return;  // nothing to average
     const int64_t P = geo_.padded(), S = geo_.shard;
     const bool wire = plan_[UnitBuffer::wire_grads].exists();
     if (world_ == 1) {
@@ -258,6 +264,7 @@ class GhostUnit final : public ScheduledUnit {
   std::string name_;
   ShardGeometry geo_;
   int stage_, world_;
+  bool frozen_;
   bool persistent_;
   BufferPlan plan_;
   GhostRank& rank_;
@@ -276,6 +283,7 @@ class GhostUnit final : public ScheduledUnit {
 size_t optimizer_offload_bytes(const Model& model, const ZeroConfig& z, int world, bool own_master) {
   size_t records = 0, largest = 0, count = 0;
   for (const UnitLayout& lay : model.layout()) {
+    if (lay.frozen()) continue;  // no optimizer states
     const ShardGeometry g = shard_geometry(lay.numel, world, 0);
     const int64_t M = z.stage == 0 ? g.padded() : g.shard;
     for (int64_t b = 0; b < M; b += z.sub_group_size) {
@@ -309,10 +317,10 @@ StageEstimate estimate_stage(const Config& cfg, const Model& model, int stage, i
   if (z.offload_param.enabled()) poff = std::make_unique<GhostParamOffload>(z.offload_param, mem);
   std::vector<GhostUnit> units;
   units.reserve(model.num_units());
-  std::vector<ScheduledUnit*> scheduled;
-  for (const UnitLayout& lay : model.layout())
-    scheduled.push_back(&units.emplace_back(lay, z, world, wire, rank, poff.get()));
-  ZeroScheduler sched(std::move(scheduled), z);
+  std::vector<ScheduledUnit*> all;
+  for (const UnitLayout& lay : model.layout()) all.push_back(&units.emplace_back(lay, z, world, wire, rank, poff.get()));
+  std::vector<std::unique_ptr<UnitGroup>> groups;  // a unit with its adapter units, as the engine drives them
+  ZeroScheduler sched(schedule_units(model.layout(), all, groups), z);
   const UnitHooks hooks = sched.hooks();
   MetaPass pass(model, meta, cfg.micro_batch, cfg.data.seq_len);
   for (int step = 0; step < 2; ++step) {
@@ -405,16 +413,33 @@ MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
     throw ConfigError(why);
   }
   const std::unique_ptr<Model> owned = make_model(cfg.model.arch, e.dims, cfg.model.wte_units);
-  const Model& model = *owned;
+  Model& model = *owned;
+  if (cfg.lora.enabled()) {
+    try {
+      model.apply_lora(cfg.lora);
+    } catch (const std::invalid_argument& err) {
+      throw ConfigError("config: " + std::string(err.what()));
+    }
+  }
+  bool frozen = false;
   for (const UnitLayout& u : model.layout()) {
     e.num_params += u.numel;
     e.largest_unit = std::max(e.largest_unit, u.numel);
+    if (u.frozen()) frozen = true;
+    else e.trainable_params += u.numel;
   }
   e.deepspeed_largest_layer = model.deepspeed_largest_layer();
   for (int stage = 0; stage <= 3; ++stage) {
     e.stages.push_back(estimate_stage(cfg, model, stage, world_size));
     e.stages.back().deepspeed = static_cast<size_t>(
         deepspeed_model_states(stage, e.num_params, e.deepspeed_largest_layer, world_size, cfg.zero));
+  }
+  if (frozen) {  // [Note: frozen units]: stage 3 under both policies, for the user to pick from
+    for (const char* policy : {"sharded", "replicated"}) {
+      Config c = cfg;
+      c.zero.frozen_params = policy;
+      e.frozen_policies.push_back(estimate_stage(c, model, 3, world_size));
+    }
   }
   return e;
 }
@@ -450,6 +475,22 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
     out += cell(human_bytes(s.deepspeed), kWidth);
     out += '\n';
   }
+  if (!e.frozen_policies.empty()) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "\nfrozen parameters (LoRA): %.2fM of %.2fM train; zero_optimization.frozen_params at stage 3:\n",
+                  static_cast<double>(e.trainable_params) / 1e6, static_cast<double>(e.num_params) / 1e6);
+    out += line;
+    const char* names[] = {"sharded", "replicated"};
+    const char* what[] = {"each rank its shard, gathered for each use", "whole on every rank, never gathered"};
+    for (size_t i = 0; i < e.frozen_policies.size(); ++i) {
+      const StageEstimate& s = e.frozen_policies[i];
+      std::snprintf(line, sizeof line, "  %-10s%s parameters %s, total %s (%s)\n", names[i],
+                    z.frozen_params == names[i] ? "*" : " ", human_bytes(s.peak_of(MemCategory::parameters)).c_str(),
+                    human_bytes(s.total).c_str(), what[i]);
+      out += line;
+    }
+  }
   out +=
       "\n* the configured stage. Peaks per rank during a training step (from the second on), each category's\n"
       "own; total is the peak of their sum. Reductions are taken to stay in flight until reduce_bucket_size\n"
@@ -476,8 +517,18 @@ std::string estimate_json(const MemoryEstimate& e) {
     peak["total"] = s.total;
     stages.push_back({{"stage", s.stage}, {"peak_bytes", peak}, {"deepspeed_model_states", s.deepspeed}});
   }
+  nlohmann::json frozen = nlohmann::json::object();
+  const char* names[] = {"sharded", "replicated"};
+  for (size_t i = 0; i < e.frozen_policies.size(); ++i) {
+    nlohmann::json peak;
+    for (size_t c = 0; c < kMemCategories; ++c) peak[category(c)] = e.frozen_policies[i].peak[c];
+    peak["total"] = e.frozen_policies[i].total;
+    frozen[names[i]] = {{"peak_bytes", peak}};
+  }
   return nlohmann::json{{"world_size", e.world_size},
                         {"params", e.num_params},
+                        {"trainable_params", e.trainable_params},
+                        {"stage3_frozen_params", frozen},
                         {"largest_unit", e.largest_unit},
                         {"deepspeed_largest_layer", e.deepspeed_largest_layer},
                         {"stages", stages}}

@@ -59,6 +59,10 @@ struct MemoryEstimate {
   int64_t largest_unit = 0;  // parameters of the largest unit
   int64_t deepspeed_largest_layer = 0;  // DeepSpeed's "largest layer" (Model::deepspeed_largest_layer)
   std::vector<StageEstimate> stages;  // stages 0, 1, 2, 3
+  int64_t trainable_params = 0;       // those not frozen (LoRA's adapters)
+  // With frozen parameters: stage 3 under zero_optimization.frozen_params "sharded", then
+  // "replicated" ([Note: frozen units] in runtime/zero/sharded_unit.hpp); empty without.
+  std::vector<StageEstimate> frozen_policies;
 };
 
 // Per-rank peaks of a step for every stage, with `cfg`'s model, batch and zero_optimization

@@ -38,10 +38,13 @@ MetaPass::MetaPass(const Model& model, MetaAllocator& meta, int B, int T)
     : meta_(meta),
       host_(std::make_unique<LedgerHost>(meta.accounting())),
       model_(make_model(model.arch(), model.dims(), model.embedding_units())) {
+  if (model.lora().enabled()) model_->apply_lora(model.lora());
   for (int u = 0; u < model_->num_units(); ++u) {
-    const int64_t n = model_->layout()[size_t(u)].numel;
+    const UnitLayout& lay = model_->layout()[size_t(u)];
+    const int64_t n = lay.numel;
+    // A frozen unit's parameters want no gradient, as the engine binds them.
     model_->bind_unit(u, Tensor::meta({n}, DType::f32, MemCategory::parameters, meta),
-                      Tensor::meta({n}, DType::f32, MemCategory::gradients, meta));
+                      lay.frozen() ? Tensor() : Tensor::meta({n}, DType::f32, MemCategory::gradients, meta));
   }
   tokens_ = Tensor::zeros({B, T}, DType::i32, MemCategory::other, *host_);
   targets_ = Tensor::zeros({B, T}, DType::i32, MemCategory::other, *host_);

@@ -7,6 +7,7 @@
 //             [--llama 1 --kv-heads 3 --ffn 1536 --tied 1]   (a Llama-family shape: SmolLM2-135M's is
 //              --llama 1 --layers 30 --heads 9 --kv-heads 3 --channels 576 --ffn 1536 --vocab 49152
 //              --padded-vocab 49152)
+//             [--lora R]   (LoRA of rank R on every linear layer of the blocks, the model frozen)
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -52,7 +53,7 @@ double sgemm_gflops(int n) {
 int main(int argc, char** argv) {
   std::map<std::string, long> a = {{"layers", 12}, {"heads", 12}, {"channels", 768}, {"vocab", 50257},
                                    {"padded-vocab", 50304}, {"batch", 4}, {"seq", 256}, {"steps", 5},
-                                   {"warmup", 1}, {"threads", 0}, {"sgemm", 2048}, {"llama", 0},
+                                   {"warmup", 1}, {"threads", 0}, {"sgemm", 2048}, {"llama", 0}, {"lora", 0},
                                    {"kv-heads", 0}, {"ffn", 0}, {"tied", 1}};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = std::string(argv[i]).substr(2);
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
     m["intermediate_size"] = a["ffn"] ? a["ffn"] : 4 * a["channels"];
     m["tie_word_embeddings"] = a["tied"] != 0;
   }
+  if (a["lora"]) cfg["lora"] = {{"r", a["lora"]}, {"alpha", 2 * a["lora"]}, {"target_modules", "all-linear"}};
   zt::Trainer trainer(zt::parse_config(cfg));
   const double sgemm = sgemm_gflops(static_cast<int>(a["sgemm"]));
 

@@ -214,10 +214,15 @@ Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, f
           "add_columns", shape_str(d.shape()) + " does not fit into " + shape_str(y.shape()) + " from column " +
                              std::to_string(col0));
   const bool track = tracks(tape, {&y, &d});
-  Tensor out = output(track, y, y.shape());
+  // In place: a projection's whole output is neither copied forward nor its gradient backward.
+  Tensor out = y.view(0, y.shape());
+  if (track) out.set_requires_grad(true, false);
   be.add_columns_forward(out, y, d, col0, scale);
   if (track) tape.record("add_columns", {out}, [&be, out, y, d, col0, scale] {
-    be.add_columns_backward(grad_of(y), grad_of(d), out.grad(), col0, scale);
+    Tensor dy;
+    if (y.requires_grad() && !y.is_leaf() && !y.grad().defined()) y.bind_grad(out.grad());  // d(y) is d(out)
+    else dy = grad_of(y);
+    be.add_columns_backward(dy, grad_of(d), out.grad(), col0, scale);
   });
   return out;
 }

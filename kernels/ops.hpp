@@ -33,7 +33,9 @@ Tensor swiglu(Tape& tape, const Tensor& x);
 Tensor rope(Tape& tape, const Tensor& qkv, const Tensor& inv_freq, int n_head, int n_kv_head);
 Tensor add(Tape& tape, const Tensor& a, const Tensor& b);
 // y (...,OC), d (...,n) -> y with scale * d added into its columns [col0, col0+n): LoRA's term for
-// one of the weights a fused projection reads.
+// one of the weights a fused projection reads. In place: the result shares y's storage, so y's own
+// values are gone (its caller reads only the result; no backward reads them), and where y is an
+// op's output without a gradient yet, the result's gradient becomes y's, uncopied.
 Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, float scale);
 // logits (B,T,Vp), targets (B,T) i32 -> scalar mean loss over targets != ignore_index, classes
 // [0,V). The backward writes d(logits) over the logits' own storage. [Note: fused cross-entropy]

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/zero/scheduler.hpp"
+#include "runtime/zero/unit_group.hpp"
 
 namespace zt {
 namespace {
@@ -34,6 +35,7 @@ class LoggedUnit final : public ScheduledUnit {
   }
   void release() override {
     REQUIRE(state_ == ParamState::gathered);
+    if (persistent_) return;  // as ShardedUnit: kept parameters stay
     state_ = ParamState::sharded;
     log_.push_back("release " + name_);
   }
@@ -45,6 +47,9 @@ class LoggedUnit final : public ScheduledUnit {
   bool reduce_done() override { return !reducing_; }
   void wait_reduce() override { reducing_ = false; }
   bool reducing() const override { return reducing_; }
+  // After an update: kept parameters are stale until gathered again.
+  void stale() { state_ = ParamState::sharded; }
+  void set_gathered() { state_ = ParamState::gathered; }
 
  private:
   std::string name_;
@@ -191,6 +196,40 @@ TEST_CASE("a unit that runs twice a pass: stages 0-1 reduce after its last backw
     for (const std::string& e : f.log) reduced_a += e == "reduce a";
     CHECK(reduced_a == (stage >= 2 ? 2 : 1));
   }
+}
+
+
+TEST_CASE("a unit with its adapter unit: gathered, released and reduced together; kept adapters gathered once stale") {
+  // Model units a and b; a.lora runs with a and is kept gathered (small), as LoRA's adapters are.
+  std::vector<UnitLayout> layout{UnitLayout{"a", {}, 0, {}}, UnitLayout{"b", {}, 0, {}},
+                                 UnitLayout{"a.lora", {}, 0, {}, 0}};
+  std::vector<std::string> log;
+  LoggedUnit a("a", 10, false, log), b("b", 10, false, log), lora("a.lora", 2, true, log);
+  lora.set_gathered();
+  std::vector<std::unique_ptr<UnitGroup>> groups;
+  const std::vector<ScheduledUnit*> scheduled = schedule_units(layout, {&a, &b, &lora}, groups);
+  REQUIRE(scheduled.size() == 2);
+  REQUIRE(groups.size() == 1);
+  CHECK(scheduled[1] == &b);
+  CHECK(scheduled[0]->numel() == 10);  // what a gather brings: a, not its kept adapters
+  CHECK_FALSE(scheduled[0]->persistent());
+  ZeroScheduler s(scheduled, stage3(0));
+  const UnitHooks h = s.hooks();
+  auto pass = [&] {
+    s.begin_pass(true);
+    h.pre_forward(0), h.post_forward(0), h.pre_forward(1), h.post_forward(1);
+    h.pre_backward(1), h.post_backward(1), h.pre_backward(0), h.post_backward(0);
+    s.end_pass();
+  };
+  pass();
+  CHECK(joined(log) == "gather a, release a, gather b, release b, gather b, reduce b, release b, "
+                       "gather a, reduce a, reduce a.lora, release a");
+  log.clear();
+  lora.stale();  // the update
+  s.gather_kept();  // the group is not kept whole: its stale adapters come with its next gather
+  CHECK(log.empty());
+  pass();
+  CHECK(joined(log).starts_with("gather a, gather a.lora, release a, "));
 }
 
 }  // namespace

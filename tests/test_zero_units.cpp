@@ -63,6 +63,42 @@ TEST_CASE("buffer plan, fp32: what each stage keeps, shards and gathers") {
   }
 }
 
+TEST_CASE("buffer plan, frozen: the parameters alone, whole or as the stage-3 shard gathered from") {
+  const int64_t P = 1024, S = 256;
+  for (DType wire : {DType::f32, DType::bf16})
+    for (int stage = 0; stage <= 3; ++stage)
+      for (bool replicated : {false, true}) {
+        CAPTURE(stage);
+        CAPTURE(replicated);
+        CAPTURE(dtype_name(wire));
+        BufferPlanInput in = input(stage, wire);
+        in.frozen = true;
+        in.persistent = stage < 3 || replicated;
+        in.offload_states = true;  // a frozen unit has no optimizer to offload
+        const BufferPlan p = plan_unit_buffers(in);
+        const bool gathers = stage == 3 && !replicated;
+        CHECK(p[full_params].life == (gathers ? on_use : kept));
+        CHECK(p[full_params].numel == P);
+        for (UnitBuffer b : {adam_m, adam_v, full_grads, grad_shard, wire_grads, host_grads, host_shard16, upload})
+          CHECK_FALSE(p[b].exists());
+        const Held h = held(p);
+        CHECK(h.grads == 0);
+        CHECK(h.optimizer == 0);
+        if (!gathers) {
+          CHECK_FALSE(p[master].exists());
+          CHECK_FALSE(p[shard16].exists());
+          CHECK(h.params == 4 * size_t(P));  // computing in f32 on the host, rounded to the wire
+          continue;
+        }
+        // The shard in the wire dtype, as a trainable unit's (fp32: in the master's row, counted
+        // as parameters), and the 16-bit buffer a gather fills.
+        CHECK(p.gather_source() == (wire == DType::f32 ? master : shard16));
+        CHECK(p[p.gather_source()].numel == S);
+        CHECK(h.params == S * dtype_size(wire));
+        CHECK(p[wire_params].exists() == (wire != DType::f32));
+      }
+}
+
 TEST_CASE("buffer plan, bf16 over f32 compute: fp32 masters of their own, 16-bit shards and wire buffers") {
   for (int stage = 0; stage <= 3; ++stage) {
     CAPTURE(stage);

@@ -475,7 +475,8 @@ void read_lora(Section& top, LoraConfig& l) {
     }
   }
   s->done();
-  if (l.r < 1) fail(s->path("r"), "must be at least 1, got " + num(l.r));
+  if (l.r < 0) fail(s->path("r"), "must be at least 1 (or 0: no LoRA), got " + num(l.r));
+  if (l.r == 0 && !l.init_from.empty()) fail(s->path("init_from"), "starts adapters, and lora.r is 0 (no LoRA)");
   if (!(l.alpha > 0)) fail(s->path("alpha"), "must be positive, got " + num(l.alpha));
   if (!(l.dropout >= 0 && l.dropout < 1)) fail(s->path("dropout"), "must be in [0, 1), got " + num(l.dropout));
   if (l.dropout > 0)

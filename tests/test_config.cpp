@@ -333,6 +333,33 @@ TEST_CASE("checkpoint section and train.resume") {
         "config: checkpoint.tag_validation: is a DeepSpeed checkpoint key that ztrain does not implement");
 }
 
+TEST_CASE("lora section and zero_optimization.frozen_params") {
+  const Config d = zt::parse_config(minimal());
+  CHECK_FALSE(d.lora.enabled());
+  CHECK(d.zero.frozen_params == "sharded");
+  const Config c = zt::parse_config(with({"lora={\"r\": 16, \"lora_alpha\": 32, \"target_modules\": [\"q_proj\", \"v_proj\"], "
+                                          "\"use_rslora\": true, \"init_from\": \"/a\"}",
+                                          "zero_optimization.frozen_params=replicated"}));
+  CHECK(c.lora.r == 16);
+  CHECK(c.lora.alpha == 32);
+  CHECK(c.lora.target_modules == std::vector<std::string>{"q_proj", "v_proj"});
+  CHECK(c.lora.scale() == doctest::Approx(32 / 4.0));  // rsLoRA: alpha / sqrt(r)
+  CHECK(c.lora.init_from == "/a");
+  CHECK(c.zero.frozen_params == "replicated");
+  CHECK(zt::parse_config(with({"lora.r=8", "lora.target_modules=all-linear"})).lora.target_modules ==
+        std::vector<std::string>{"all-linear"});
+  CHECK_FALSE(zt::parse_config(with({"lora.r=0"})).lora.enabled());
+  CHECK(error_of({"lora.r=-1"}) == "config: lora.r: must be at least 1 (or 0: no LoRA), got -1");
+  CHECK(error_of({"lora.r=4", "lora.dropout=0.05"}) ==
+        "config: lora.dropout: 0.05: dropout on the adapters' input is not implemented yet (0 trains without it)");
+  CHECK(error_of({"lora.r=4", "lora.init=\"pissa\""}) ==
+        "config: lora.init: expected \"default\" (PEFT's init_lora_weights true) or \"gaussian\", got \"pissa\"");
+  CHECK(error_of({"lora.r=4", "lora.target_modules=[]"}) == "config: lora.target_modules: expected a list of module names, got []");
+  CHECK(error_of({"lora.rank=4"}) == "config: lora.rank: unknown key");
+  CHECK(error_of({"zero_optimization.frozen_params=\"offloaded\""}) ==
+        "config: zero_optimization.frozen_params: expected \"sharded\" or \"replicated\", got \"offloaded\"");
+}
+
 TEST_CASE("bf16 and fp16: DeepSpeed's sections") {
   CHECK(zt::parse_config(minimal()).precision.dtype == "f32");
   CHECK(zt::parse_config(with({"bf16.enabled=true"})).precision.dtype == "bf16");

@@ -481,6 +481,21 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
 
 SavedCheckpoint::~SavedCheckpoint() = default;
 
+LoraConfig SavedCheckpoint::lora() const {
+  LoraConfig l;
+  const json j = meta_.value("lora", json());
+  if (j.is_null()) return l;
+  try {
+    l.r = j.at("r").get<int>();
+    l.alpha = j.at("alpha").get<double>();
+    l.target_modules = j.at("target_modules").get<std::vector<std::string>>();
+    l.use_rslora = j.value("use_rslora", false);
+  } catch (const json::exception& e) {
+    throw bad(std::string("malformed lora section: ") + e.what());
+  }
+  return l;
+}
+
 CheckpointError SavedCheckpoint::bad(const std::string& what) const {
   return CheckpointError("checkpoint: '" + meta_path_ + "': " + what);
 }

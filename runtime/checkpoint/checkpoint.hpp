@@ -78,6 +78,8 @@ class SavedCheckpoint {
   const std::string& arch() const { return arch_; }
   const ModelDims& dims() const { return dims_; }
   int wte_units() const { return wte_units_; }
+  // The lora section it was trained with (r 0: none).
+  LoraConfig lora() const;
   // The tokenizer the run trained through (an absolute path), "" where it recorded none.
   std::string tokenizer() const { return meta_.value("tokenizer", std::string()); }
   int world_size() const { return world_; }

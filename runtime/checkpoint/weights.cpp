@@ -8,6 +8,7 @@
 #include "models/llmc_format.hpp"
 #include "models/registry.hpp"
 #include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/checkpoint/frozen_base.hpp"
 #include "runtime/text/tokenizer_files.hpp"
 
 namespace zt {
@@ -51,7 +52,17 @@ void load_saved(const std::string& path, Model& model) {
   if (!(saved.dims() == model.dims()))
     throw saved.bad("holds a model of " + dims_str(saved.dims()) + ", but the model is " + dims_str(model.dims()));
   const std::unique_ptr<Model> saved_model = make_model(saved.arch(), saved.dims(), saved.wte_units());
-  const Model& layout = *saved_model;
+  Model& layout = *saved_model;
+  // A LoRA run's checkpoint holds adapters: its weights are the frozen model with them merged in
+  // (runtime/checkpoint/frozen_base.hpp), the whole model in host memory, as a sampler holds it.
+  std::vector<std::vector<float>> merged;
+  if (saved.lora().enabled()) {
+    layout.apply_lora(saved.lora());
+    saved.check_layout(layout);
+    merged.resize(static_cast<size_t>(layout.base_units()));
+    for_each_merged_unit(saved, layout,
+                         [&](int u, const float* p) { merged[size_t(u)].assign(p, p + layout.layout()[size_t(u)].numel); });
+  }
   if (saved.units() != layout.num_units()) throw saved.bad("its units do not match its model's layout");
   std::vector<Piece> pieces;
   int64_t at = 0;
@@ -60,7 +71,7 @@ void load_saved(const std::string& path, Model& model) {
     pieces.push_back({at, u, p.offset, shape_numel(p.shape)});
     at += pieces.back().n;
   });
-  for (int u = 0; u < layout.num_units(); ++u) {
+  for (int u = 0; u < layout.num_units() && merged.empty(); ++u) {
     if (saved.numel(u) != layout.layout()[size_t(u)].numel)
       throw saved.bad("unit " + std::to_string(u) + " does not match its model's layout");
     saved.verify(u, 0, saved.numel(u));
@@ -76,7 +87,9 @@ void load_saved(const std::string& path, Model& model) {
       while (pieces.at(k).at + pieces.at(k).n <= at) ++k;
       const Piece& p = pieces[k];
       const int64_t b = at - p.at, e = std::min(p.n, end - p.at);
-      saved.read_master(p.unit, p.offset + b, p.offset + e, host.data<float>() + (at - begin));
+      float* dst = host.data<float>() + (at - begin);
+      if (merged.empty()) saved.read_master(p.unit, p.offset + b, p.offset + e, dst);
+      else std::copy_n(merged[size_t(p.unit)].data() + p.offset + b, e - b, dst);
       at += e - b;
     }
     if (!direct) store_f32(t, host);

@@ -34,6 +34,29 @@ struct AdamWArgs {
   float grad_scale;
 };
 
+// [Note: dropout masks] A dropout mask is never stored: element i of a tensor is kept unless the
+// top 32 bits of splitmix64(seed + i * golden ratio) fall below p * 2^32, which the CPU and CUDA
+// kernels (and the tests' reference) compute alike, so the backward, a recompute, and every device
+// draw the same mask from (seed, i) alone.
+struct DropoutMask {
+  uint64_t seed = 0;
+  uint32_t threshold = 0;  // p * 2^32
+  float scale = 1;         // 1 / (1 - p)
+};
+inline DropoutMask dropout_mask(float p, uint64_t seed) {
+  return {seed, static_cast<uint32_t>(static_cast<double>(p) * 4294967296.0), 1.0f / (1.0f - p)};
+}
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline bool dropout_keeps(const DropoutMask& m, uint64_t i) {
+  uint64_t x = m.seed + i * 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<uint32_t>(x >> 32) >= m.threshold;
+}
+
 // Each backend is also its device's RangeMarker (tensor/tape.hpp): NVTX ranges on cuda, nothing
 // on the cpu.
 class Backend : public RangeMarker {
@@ -92,6 +115,10 @@ class Backend : public RangeMarker {
                                    float scale) const = 0;
   virtual void add_columns_backward(const Tensor& dy, const Tensor& dd, const Tensor& dout, int64_t col0,
                                     float scale) const = 0;
+  // Inverted dropout: out = x / (1 - p) where element i is kept, 0 where it is dropped
+  // (dropout_keeps); the backward accumulates dx += dout the same way. [Note: dropout masks]
+  virtual void dropout_forward(const Tensor& out, const Tensor& x, const DropoutMask& mask) const = 0;
+  virtual void dropout_backward(const Tensor& dx, const Tensor& dout, const DropoutMask& mask) const = 0;
   // The fused cross-entropy over logits given as column ranges (B,T,Vp/K) each; targets (B,T) i32
   // of this device, already checked against [0,V) by the caller; losses and lse (B*T) f32. The
   // backward writes d(logits) over the parts. CUDA takes one part (K = 1) only.

@@ -227,6 +227,19 @@ Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, f
   return out;
 }
 
+Tensor dropout(Tape& tape, const Tensor& x, float p, uint64_t seed) {
+  if (p == 0.0f || !tape.recording()) return x;
+  Tape::Timer timer(tape, "dropout");
+  const Backend& be = backend_of("dropout", {&x});
+  require(p > 0.0f && p < 1.0f, "dropout", "p must be in [0, 1), got " + std::to_string(p));
+  const DropoutMask mask = dropout_mask(p, seed);
+  const bool track = tracks(tape, {&x});
+  Tensor out = output(track, x, x.shape());
+  be.dropout_forward(out, x, mask);
+  if (track) tape.record("dropout", {out}, [&be, out, x, mask] { be.dropout_backward(grad_of(x), out.grad(), mask); });
+  return out;
+}
+
 // [Note: fused cross-entropy] d(logits) = (softmax - onehot) / count needs only the logits and
 // each row's logsumexp, and nothing reads the logits after this op's backward (the head's matmul
 // backward needs its input and weight, not its output). So the backward writes d(logits) over the

@@ -37,6 +37,9 @@ Tensor add(Tape& tape, const Tensor& a, const Tensor& b);
 // values are gone (its caller reads only the result; no backward reads them), and where y is an
 // op's output without a gradient yet, the result's gradient becomes y's, uncopied.
 Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, float scale);
+// Inverted dropout with probability p and the mask of (seed, element) ([Note: dropout masks] in
+// kernels/backend.hpp); x itself when p is 0 or the tape does not record (evaluation).
+Tensor dropout(Tape& tape, const Tensor& x, float p, uint64_t seed);
 // logits (B,T,Vp), targets (B,T) i32 -> scalar mean loss over targets != ignore_index, classes
 // [0,V). The backward writes d(logits) over the logits' own storage. [Note: fused cross-entropy]
 Tensor cross_entropy(Tape& tape, const Tensor& logits, const Tensor& targets, int V, int ignore_index = -1);

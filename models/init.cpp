@@ -15,6 +15,8 @@ uint64_t splitmix64(uint64_t x) {
 }
 }  // namespace
 
+uint64_t mix_seed(uint64_t x) { return splitmix64(x); }
+
 void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream, size_t first) {
   std::mt19937_64 gen(splitmix64(seed ^ splitmix64(stream)));
   auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53; };  // (0, 1)

@@ -12,6 +12,9 @@ namespace zt {
 // initialised first, and a part of a tensor (`first` > 0) gets the values the whole would have.
 void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream, size_t first = 0);
 
+// splitmix64's finaliser: a 64-bit seed mixed well enough to start a stream from.
+uint64_t mix_seed(uint64_t x);
+
 // The same for uniform(-bound, bound), one draw per element.
 void fill_uniform(float* x, size_t n, float bound, uint64_t seed, uint64_t stream, size_t first = 0);
 

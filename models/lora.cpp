@@ -18,8 +18,10 @@ float LoraConfig::scale() const {
 
 Tensor adapted_linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias, const LoraTerms& lora) {
   Tensor y = ops::linear(tape, x, weight, bias);
-  for (const LoraTerm& t : lora)
-    y = ops::add_columns(tape, y, ops::linear(tape, ops::linear(tape, x, t.a, Tensor()), t.b, Tensor()), t.col0, t.scale);
+  for (const LoraTerm& t : lora) {
+    const Tensor in = ops::dropout(tape, x, t.dropout, t.seed);
+    y = ops::add_columns(tape, y, ops::linear(tape, ops::linear(tape, in, t.a, Tensor()), t.b, Tensor()), t.col0, t.scale);
+  }
   return y;
 }
 

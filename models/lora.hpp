@@ -36,12 +36,15 @@ struct LoraConfig {
   float scale() const;
 };
 
-// One adapter of a projection's weights: scale * (x a^T) b^T goes into columns [col0, col0 +
-// b.dim(0)) of the projection's output.
+// One adapter of a projection's weights: scale * (dropout(x) a^T) b^T goes into columns [col0,
+// col0 + b.dim(0)) of the projection's output; the dropout (PEFT's lora_dropout, one mask per
+// adapter) draws its mask from `seed` ([Note: dropout masks] in kernels/backend.hpp).
 struct LoraTerm {
   Tensor a, b;
   int64_t col0 = 0;
   float scale = 1;
+  float dropout = 0;
+  uint64_t seed = 0;
 };
 using LoraTerms = std::vector<LoraTerm>;
 

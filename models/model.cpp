@@ -6,6 +6,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/ops.hpp"
+#include "models/init.hpp"
 
 namespace zt {
 
@@ -114,7 +115,9 @@ LoraTerms Model::lora_terms(int u, int first, int count) const {
     if (a.param < first || a.param >= first + count) continue;
     int64_t col0 = 0;
     for (int i = first; i < a.param; ++i) col0 += ps[size_t(i)].shape[0];
-    terms.push_back({param(a.unit, a.a), param(a.unit, a.b), col0, lora_.scale()});
+    // Each adapter's mask its own, and a new one each pass ([Note: dropout masks]).
+    const uint64_t seed = mix_seed(mix_seed(dropout_stream_ ^ passes_) ^ (uint64_t(a.unit) << 32 | uint64_t(a.param)));
+    terms.push_back({param(a.unit, a.a), param(a.unit, a.b), col0, lora_.scale(), static_cast<float>(lora_.dropout), seed});
   }
   return terms;
 }
@@ -199,6 +202,7 @@ std::vector<Tensor> Model::logit_parts(Tape& tape, const Tensor& tokens) {
 }
 
 Tensor Model::forward(Tape& tape, const Tensor& tokens, const Tensor& targets) {
+  if (tape.recording()) ++passes_;
   return ops::cross_entropy(tape, logit_parts(tape, tokens), targets, dims_.vocab_size);
 }
 

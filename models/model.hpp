@@ -105,6 +105,10 @@ class Model {
   // any unit is bound. std::invalid_argument naming a bad setting (lora.target_modules, lora.r).
   void apply_lora(const LoraConfig& c);
   const LoraConfig& lora() const { return lora_; }
+  // LoRA's dropout masks come from `stream` (the run's seed and the rank) and the number of the
+  // training pass (each forward while the tape records: a micro-batch), `passes` of which are
+  // done (a resumed run's), so a resume draws the masks the run that never stopped would have.
+  void set_dropout_stream(uint64_t stream, uint64_t passes) { dropout_stream_ = stream, passes_ = passes; }
   // The adapters of unit u's parameters [first, first + count) (one weight, or a fused group whose
   // rows follow one another), bound: the terms adapted_linear adds. Empty without LoRA.
   LoraTerms lora_terms(int u, int first, int count) const;
@@ -155,6 +159,7 @@ class Model {
   int base_units_;
   LoraConfig lora_;
   std::vector<std::vector<LoraAdapter>> adapters_;  // per model unit
+  uint64_t dropout_stream_ = 0, passes_ = 0;
   std::vector<std::vector<Tensor>> bound_;
   std::vector<std::vector<Tensor>> fused_;
   AttentionKernel attention_kernel_ = AttentionKernel::own;

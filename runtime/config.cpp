@@ -479,8 +479,6 @@ void read_lora(Section& top, LoraConfig& l) {
   if (l.r == 0 && !l.init_from.empty()) fail(s->path("init_from"), "starts adapters, and lora.r is 0 (no LoRA)");
   if (!(l.alpha > 0)) fail(s->path("alpha"), "must be positive, got " + num(l.alpha));
   if (!(l.dropout >= 0 && l.dropout < 1)) fail(s->path("dropout"), "must be in [0, 1), got " + num(l.dropout));
-  if (l.dropout > 0)
-    fail(s->path("dropout"), num(l.dropout) + ": dropout on the adapters' input is not implemented yet (0 trains without it)");
   if (l.init != "default" && l.init != "gaussian")
     fail(s->path("init"), "expected \"default\" (PEFT's init_lora_weights true) or \"gaussian\", got " + show(l.init));
 }

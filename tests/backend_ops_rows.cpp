@@ -329,6 +329,28 @@ OpRow add_columns() {
           }};
 }
 
+OpRow dropout() {
+  // p 0.3 (and 0.9: most dropped); the reference draws the mask from the same (seed, element) rule.
+  auto dims = [](int n, int p10) { return Dims{{"n", n}, {"p10", p10}}; };
+  return {"dropout",
+          {dims(1, 3), dims(13, 3), dims(16384 + 37, 3), dims(4099, 9)},
+          [](const Dims& d, const Types& ty, std::mt19937& gen) {
+            const int n = d["n"];
+            const DropoutMask mask = dropout_mask(static_cast<float>(d["p10"]) / 10.0f, 0x5eed + uint64_t(n));
+            Problem p;
+            p.in = {input("x", {n}, ty.dt, normal(gen, size_t(n)), true)};
+            p.out = {output("out", {n}, ty.dt, gen)};
+            p.reference = [=](const Ins& in) {
+              DVec out(static_cast<size_t>(n));
+              for (int i = 0; i < n; ++i) out[size_t(i)] = dropout_keeps(mask, uint64_t(i)) ? in[0][size_t(i)] * mask.scale : 0.0;
+              return Outs{out};
+            };
+            p.forward = [=](const Backend& be, Call& c) { be.dropout_forward(c.out[0], c.in[0], mask); };
+            p.backward = [=](const Backend& be, Call& c) { be.dropout_backward(c.grad[0], c.dout[0], mask); };
+            return p;
+          }};
+}
+
 OpRow crossentropy() {
   // The logits (N,Vp) come as K column ranges; every `ignore`-th row's target is ignore_index
   // (1: every row, 0: none). The padded columns [V,Vp) hold logits 30 above the rest, which
@@ -398,7 +420,7 @@ std::vector<OpRow> flat_buffer_rows();
 const std::vector<OpRow>& op_rows() {
   static const std::vector<OpRow> rows = [] {
     std::vector<OpRow> r{encoder(), layernorm(), rmsnorm(), matmul(), attention(), gelu(), swiglu(), rope(), residual(),
-                         add_columns(), crossentropy()};
+                         add_columns(), dropout(), crossentropy()};
     for (OpRow& f : flat_buffer_rows()) r.push_back(std::move(f));
     return r;
   }();

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -124,6 +125,28 @@ TEST_CASE("the CPU backend refuses the dtypes it does not compute in") {
   const Backend& be = backend(Device::cpu);
   std::mt19937 gen(7);
   check_refused_dtypes(be, cpu_allocator(), gen);
+}
+
+TEST_CASE("dropout masks drop a share p of the elements, independently of seed and position") {
+  // [Note: dropout masks]: the rule the sweep's reference shares with the kernels, held to its
+  // statistics: the share dropped within 4 standard deviations of p, and two seeds' masks
+  // agreeing as independent ones would.
+  constexpr int kN = 200000;
+  for (float p : {0.05f, 0.3f, 0.9f}) {
+    CAPTURE(p);
+    const DropoutMask a = dropout_mask(p, 1), b = dropout_mask(p, 2);
+    CHECK(a.scale == doctest::Approx(1.0 / (1.0 - p)));
+    int dropped = 0, both = 0;
+    for (int i = 0; i < kN; ++i) {
+      const bool da = !dropout_keeps(a, uint64_t(i)), db = !dropout_keeps(b, uint64_t(i));
+      dropped += da;
+      both += da && db;
+    }
+    const double sd = std::sqrt(kN * p * (1 - p));
+    CHECK(std::abs(dropped - kN * p) < 4 * sd);
+    CHECK(std::abs(both - kN * p * p) < 4 * std::sqrt(kN * p * p * (1 - p * p)));
+  }
+  CHECK(dropout_keeps(dropout_mask(0.0f, 7), 123));  // p 0 keeps everything
 }
 
 }  // namespace zt::sweep

@@ -350,8 +350,8 @@ TEST_CASE("lora section and zero_optimization.frozen_params") {
         std::vector<std::string>{"all-linear"});
   CHECK_FALSE(zt::parse_config(with({"lora.r=0"})).lora.enabled());
   CHECK(error_of({"lora.r=-1"}) == "config: lora.r: must be at least 1 (or 0: no LoRA), got -1");
-  CHECK(error_of({"lora.r=4", "lora.dropout=0.05"}) ==
-        "config: lora.dropout: 0.05: dropout on the adapters' input is not implemented yet (0 trains without it)");
+  CHECK(zt::parse_config(with({"lora.r=4", "lora.lora_dropout=0.05"})).lora.dropout == 0.05);
+  CHECK(error_of({"lora.r=4", "lora.dropout=1"}) == "config: lora.dropout: must be in [0, 1), got 1");
   CHECK(error_of({"lora.r=4", "lora.init=\"pissa\""}) ==
         "config: lora.init: expected \"default\" (PEFT's init_lora_weights true) or \"gaussian\", got \"pissa\"");
   CHECK(error_of({"lora.r=4", "lora.target_modules=[]"}) == "config: lora.target_modules: expected a list of module names, got []");

@@ -6,8 +6,8 @@
 # (--merge-lora) is PEFT's merge_and_unload of it. Then np 1-3 x stages 0-3 x both
 # zero_optimization.frozen_params policies equal one rank; offload is bitwise the run without; a
 # checkpoint (adapters only) resumes bitwise on the same ranks and within the tolerance on other
-# ranks, stage and policy; bf16 holds the frozen model the same under both policies; and bad input
-# ends with a message naming it.
+# ranks, stage and policy; bf16 holds the frozen model the same under both policies; dropout's
+# masks repeat and resume bit for bit; and bad input ends with a message naming it.
 # usage: test_lora.sh MPIRUN ZTRAIN PYTHON LORA_PEFT_PY LLAMA_HF_PY
 set -u
 mpirun=$1 ztrain=$2 python=$3 peft=$4 llama_hf=$5
@@ -78,6 +78,13 @@ train res_np3 3 --set zero_optimization.stage=1 --set train_micro_batch_size_per
   --set zero_optimization.frozen_params=replicated --set checkpoint.dir="$dir/rk3" --resume
 train bf16_sharded 2 $s3 --set bf16.enabled=true
 train bf16_replicated 2 $s3 --set bf16.enabled=true --set zero_optimization.frozen_params=replicated
+# LoRA's dropout: masks drawn from the run's seed, the rank and the pass, so a run repeats itself
+# bit for bit and a resume continues it; and they do change what is trained.
+drop="$s3 --set lora.dropout=0.1"
+train drop_a 2 $drop
+train drop_b 2 $drop
+train drop_r1 2 $drop --steps 5 --set checkpoint.dir="$dir/dk" --set checkpoint.save_interval=5
+train drop_r2 2 $drop --set checkpoint.dir="$dir/dk" --set checkpoint.save_interval=5 --resume
 
 "$python" - "$dir" "$here" <<'PY' || fail "a ZeRO run with LoRA differs (see above)"
 import json, os, sys
@@ -120,6 +127,12 @@ bad += worst > 1e-5
 same = numbers("bf16_sharded") == numbers("bf16_replicated")
 print(f"bf16: frozen model sharded and replicated {'bitwise equal' if same else 'DIFFER'}")
 bad += not same
+drop = numbers("drop_a")
+same = drop == numbers("drop_b") and numbers("drop_r2")[-5:] == [x for x in drop if x[0] > 5]
+differs = all(a[1] != b[1] for a, b in zip(drop, base))
+print(f"dropout 0.1: runs {'repeat bitwise' if same else 'DIFFER'} (and a resume), losses "
+      f"{'differ from' if differs else 'EQUAL'} dropout 0's at every step ({drop[0][1]:.4f} against {base[0][1]:.4f})")
+bad += not same or not differs
 sys.exit(1 if bad else 0)
 PY
 
@@ -131,7 +144,6 @@ expect 1 'which is not a linear layer of the blocks' -- \
 expect 1 'lora.r: 20 is larger than model.layers.0.self_attn.k_proj (16 x 32) allows' -- \
   "$ztrain" train --config "$dir/c.json" --set lora.r=20 --set lora.target_modules=all-linear
 expect 1 "has r 4, this run's lora section r 8" -- "$ztrain" train --config "$dir/c.json" --set lora.r=8
-expect 1 'lora.dropout: 0.1: dropout on the adapters' -- "$ztrain" train --config "$dir/c.json" --set lora.dropout=0.1
 sed 's|, "init_from": "[^"]*start"||' "$dir/c.json" > "$dir/fresh.json"  # adapters from PEFT's init
 expect 1 "saved with lora" -- "$ztrain" train --config "$dir/fresh.json" --set checkpoint.dir="$dir/rk" \
   --set 'lora.target_modules=["q_proj"]' --resume

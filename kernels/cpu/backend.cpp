@@ -113,6 +113,12 @@ class CpuBackend final : public Backend {
     cpu::add_columns_forward(f32(out), f32(y), f32(d), rows_of(y), dim_of(y, -1), static_cast<int>(col0), dim_of(d, -1),
                              scale);
   }
+  void dropout_forward(const Tensor& out, const Tensor& x, const DropoutMask& m) const override {
+    cpu::dropout_forward(f32(out), f32(x), count_of(x), m.seed, m.threshold, m.scale);
+  }
+  void dropout_backward(const Tensor& dx, const Tensor& dout, const DropoutMask& m) const override {
+    if (dx.defined()) cpu::dropout_backward(f32(dx), f32(dout), count_of(dout), m.seed, m.threshold, m.scale);
+  }
   void add_columns_backward(const Tensor& dy, const Tensor& dd, const Tensor& dout, int64_t col0,
                             float scale) const override {
     cpu::add_columns_backward(f32(dy), f32(dd), f32(dout), rows_of(dout), dim_of(dout, -1), static_cast<int>(col0),

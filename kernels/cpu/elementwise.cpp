@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "kernels/cpu/eigen_maps.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace zt::cpu {
@@ -66,6 +67,21 @@ void add_columns_backward(float* dy, float* dd, const float* dout, int N, int OC
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i)
     ArrayMap(dd + static_cast<size_t>(i) * n, n) += scale * ConstArrayMap(dout + static_cast<size_t>(i) * OC + c0, n);
+}
+
+void dropout_forward(float* out, const float* x, size_t n, uint64_t seed, uint32_t threshold, float scale) {
+  const DropoutMask m{seed, threshold, scale};
+  const auto count = static_cast<int64_t>(n);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) out[i] = dropout_keeps(m, static_cast<uint64_t>(i)) ? x[i] * scale : 0.0f;
+}
+
+void dropout_backward(float* dx, const float* dout, size_t n, uint64_t seed, uint32_t threshold, float scale) {
+  const DropoutMask m{seed, threshold, scale};
+  const auto count = static_cast<int64_t>(n);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i)
+    if (dropout_keeps(m, static_cast<uint64_t>(i))) dx[i] += dout[i] * scale;
 }
 
 void residual_backward(float* da, float* db, const float* dout, size_t n) {

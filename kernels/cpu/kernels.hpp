@@ -74,6 +74,10 @@ void residual_backward(float* da, float* db, const float* dout, size_t n);
 // fused qkv): out (N,OC) = y + scale * d in columns [c0, c0+n), d (N,n); out may be y. The
 // backward accumulates dy += dout and dd += scale * dout's columns [c0, c0+n); null ones skipped.
 void add_columns_forward(float* out, const float* y, const float* d, int N, int OC, int c0, int n, float scale);
+// Inverted dropout over n elements with the mask of [Note: dropout masks] (kernels/backend.hpp):
+// out = keep ? x * scale : 0; the backward accumulates dx += keep ? dout * scale : 0.
+void dropout_forward(float* out, const float* x, size_t n, uint64_t seed, uint32_t threshold, float scale);
+void dropout_backward(float* dx, const float* dout, size_t n, uint64_t seed, uint32_t threshold, float scale);
 void add_columns_backward(float* dy, float* dd, const float* dout, int N, int OC, int c0, int n, float scale);
 
 // Fused softmax cross-entropy over a padded vocabulary. The logits (N,Vp) come as K column ranges

@@ -239,6 +239,17 @@ class CudaBackend final : public Backend {
                                     static_cast<int>(col0), dd.defined() ? dim_of(dd, -1) : 0, scale, stream());
     });
   }
+  void dropout_forward(const Tensor& out, const Tensor& x, const DropoutMask& m) const override {
+    by_dtype("dropout_forward", x.dtype(), {&out}, [&]<class T>(T) {
+      cuda::dropout_forward<T>(ptr<T>(out), ptr<T>(x), count_of(x), m.seed, m.threshold, m.scale, stream());
+    });
+  }
+  void dropout_backward(const Tensor& dx, const Tensor& dout, const DropoutMask& m) const override {
+    if (!dx.defined()) return;
+    by_dtype("dropout_backward", dout.dtype(), {&dx}, [&]<class T>(T) {
+      cuda::dropout_backward<T>(ptr<T>(dx), ptr<T>(dout), count_of(dout), m.seed, m.threshold, m.scale, stream());
+    });
+  }
   void crossentropy_forward(const Tensor& losses, const Tensor& lse, const std::vector<Tensor>& parts,
                             const Tensor& targets, int V, int ignore_index) const override {
     const Tensor& logits = one_part(parts);

@@ -1,5 +1,6 @@
 // GELU and the residual add: one pass over 16-byte packs (a grid-stride loop), a scalar path for
 // views that are not 16-byte aligned and for the tail. Twins of kernels/cpu/elementwise.cpp.
+#include "kernels/backend.hpp"
 #include "kernels/cuda/vec.cuh"
 #include "kernels/cuda/gelu.cuh"
 
@@ -130,7 +131,37 @@ void add_columns_backward(T* dy, T* dd, const T* dout, int N, int OC, int c0, in
   check_launch("add_columns_backward");
 }
 
+namespace {
+template <class T, bool Backward>
+__global__ void dropout_kernel(T* out, const T* in, size_t n, DropoutMask m) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+    const bool keep = dropout_keeps(m, i);
+    if (Backward) {
+      if (keep) out[i] = from_f32<T>(to_f32(out[i]) + to_f32(in[i]) * m.scale);
+    } else {
+      out[i] = from_f32<T>(keep ? to_f32(in[i]) * m.scale : 0.0f);
+    }
+  }
+}
+}  // namespace
+
+template <class T>
+void dropout_forward(T* out, const T* x, size_t n, uint64_t seed, uint32_t threshold, float scale, cudaStream_t s) {
+  if (n == 0) return;
+  dropout_kernel<T, false><<<blocks_for(n, kThreads), kThreads, 0, s>>>(out, x, n, DropoutMask{seed, threshold, scale});
+  check_launch("dropout_forward");
+}
+
+template <class T>
+void dropout_backward(T* dx, const T* dout, size_t n, uint64_t seed, uint32_t threshold, float scale, cudaStream_t s) {
+  if (n == 0 || !dx) return;
+  dropout_kernel<T, true><<<blocks_for(n, kThreads), kThreads, 0, s>>>(dx, dout, n, DropoutMask{seed, threshold, scale});
+  check_launch("dropout_backward");
+}
+
 #define ZT_INSTANTIATE(T)                                                              \
+  template void dropout_forward<T>(T*, const T*, size_t, uint64_t, uint32_t, float, cudaStream_t);  \
+  template void dropout_backward<T>(T*, const T*, size_t, uint64_t, uint32_t, float, cudaStream_t); \
   template void add_columns_forward<T>(T*, const T*, const T*, int, int, int, int, float, cudaStream_t);  \
   template void add_columns_backward<T>(T*, T*, const T*, int, int, int, int, float, cudaStream_t);       \
   template void gelu_forward<T>(T*, const T*, size_t, cudaStream_t);                   \

@@ -132,6 +132,12 @@ template <class T>
 void add_columns_forward(T* out, const T* y, const T* d, int N, int OC, int c0, int n, float scale, cudaStream_t s);
 template <class T>
 void add_columns_backward(T* dy, T* dd, const T* dout, int N, int OC, int c0, int n, float scale, cudaStream_t s);
+// Inverted dropout with the mask of [Note: dropout masks] (kernels/backend.hpp): twins of
+// kernels/cpu/elementwise.cpp's.
+template <class T>
+void dropout_forward(T* out, const T* x, size_t n, uint64_t seed, uint32_t threshold, float scale, cudaStream_t s);
+template <class T>
+void dropout_backward(T* dx, const T* dout, size_t n, uint64_t seed, uint32_t threshold, float scale, cudaStream_t s);
 
 // ---- causal self-attention, tiled online softmax (flash style), grouped-query heads ----
 // NH query heads share NKV key/value heads (NH % NKV == 0; NKV = NH: multi-head), query head h

@@ -45,6 +45,8 @@ class MetaBackend final : public Backend {
   void residual_backward(const Tensor&, const Tensor&, const Tensor&) const override {}
   void add_columns_forward(const Tensor&, const Tensor&, const Tensor&, int64_t, float) const override {}
   void add_columns_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, float) const override {}
+  void dropout_forward(const Tensor&, const Tensor&, const DropoutMask&) const override {}
+  void dropout_backward(const Tensor&, const Tensor&, const DropoutMask&) const override {}
   void crossentropy_forward(const Tensor&, const Tensor&, const std::vector<Tensor>&, const Tensor&, int,
                             int) const override {}
   void crossentropy_backward(const std::vector<Tensor>&, const Tensor&, const Tensor&, float, int,

@@ -28,6 +28,7 @@
 #include "runtime/train/outputs.hpp"
 #include "runtime/train/schedule.hpp"
 #include "runtime/checkpoint/weights.hpp"
+#include "models/init.hpp"
 #include "models/peft_format.hpp"
 
 namespace zt {
@@ -117,6 +118,9 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   check_outputs(cfg_, host_comm_);
   if (cfg_.checkpoint.save_interval > 0) checkpoints_ = std::make_unique<CheckpointRoot>(cfg_, host_comm_);
   model_ = make_model(cfg_.model.arch, dims, on_device ? 1 : cfg_.model.wte_units);
+  // LoRA's dropout masks: this rank's own stream, as each DDP rank draws its own ([Note: dropout
+  // masks] in kernels/backend.hpp); a resume sets the pass below.
+  model_->set_dropout_stream(mix_seed(cfg_.train.seed ^ (uint64_t(comm_.rank()) << 48)), 0);
   if (cfg_.lora.enabled()) {
     try {
       model_->apply_lora(cfg_.lora);
@@ -213,6 +217,8 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
                   ") already: nothing left to train, only the outputs are written";
     steps_done_ = p.steps_done;
     updates_done_ = p.updates_done;
+    model_->set_dropout_stream(mix_seed(cfg_.train.seed ^ (uint64_t(comm_.rank()) << 48)),
+                               uint64_t(p.steps_done) * uint64_t(cfg_.grad_accum));
     scaler_.restore(p.scaler);
     train_->skip(static_cast<int64_t>(p.steps_done) * cfg_.grad_accum);  // every step read grad_accum batches
   }

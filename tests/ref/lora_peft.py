@@ -12,11 +12,13 @@
         order (batch k: tokens [k*B*T, (k+1)*B*T] as inputs and shifted targets); OUT.json holds
         {"losses": [...]} (the loss of each step before its update), OUT/ the trained adapter.
     lora_peft.py check BASE OURS THEIRS MERGED SHARD --batch B --seq T --tol-logits X
-        Loads the adapter ztrain exported (OURS) and the reference's (THEIRS) onto BASE with
-        PeftModel.from_pretrained and compares their logits on the shard's first batch (max
-        absolute difference at most X); checks that ztrain's merged export (MERGED, a Hugging Face
-        folder) equals PEFT's merge_and_unload of OURS tensor for tensor (within 1e-6, f32).
-        Exits non-zero with the differences otherwise.
+                       --index K --loss L
+        Loads the adapter ztrain exported (OURS) onto BASE with PeftModel.from_pretrained: its
+        loss on the shard's batch K (float64) must be L, ztrain's own loss there with the same
+        adapters, within 1e-5; its logits on batch 0 those of the reference's trained adapter
+        (THEIRS) within X; and ztrain's merged export (MERGED, a Hugging Face folder) must equal
+        PEFT's merge_and_unload of OURS tensor for tensor (within 1e-6, f32). Exits non-zero with
+        the differences otherwise.
 """
 
 import argparse
@@ -107,12 +109,21 @@ def check(args):
         ours = PeftModel.from_pretrained(base_model(args.base), args.ours).eval()
         theirs = PeftModel.from_pretrained(base_model(args.base), args.theirs).eval()
         diff = (ours(input_ids=x).logits - theirs(input_ids=x).logits).abs().max().item()
+        xk, yk = batch(tokens, args.index, args.batch, args.seq)
+        logits = ours(input_ids=xk).logits
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yk.reshape(-1)).item()
     bad = []
-    print(f"logits of ztrain's adapter against PEFT's: max |diff| {diff:.3g} (tolerance {args.tol_logits})")
+    print(f"ztrain's adapter in PEFT: loss {loss:.7f} on batch {args.index}, ztrain's own {args.loss:.7f} "
+          f"(|diff| {abs(loss - args.loss):.2g}); logits against PEFT's trained adapter: max |diff| {diff:.3g} "
+          f"(tolerance {args.tol_logits})")
+    if not abs(loss - args.loss) <= 1e-5:
+        bad.append("loss")
     if not diff <= args.tol_logits:
         bad.append("logits")
     merged = PeftModel.from_pretrained(base_model(args.base, torch.float32), args.ours).merge_and_unload()
-    want = {k: v for k, v in merged.state_dict().items()}
+    # GPT2LMHeadModel names its blocks "transformer.h.<l>..."; the hub's GPT-2 files, and ztrain's
+    # export, drop the "transformer." (from_pretrained takes either).
+    want = {k.removeprefix("transformer."): v for k, v in merged.state_dict().items()}
     got = {}
     for name in sorted(os.listdir(args.merged)):
         if name.endswith(".safetensors"):
@@ -155,6 +166,7 @@ def main():
         a.add_argument(n)
     a.add_argument("--batch", type=int, required=True), a.add_argument("--seq", type=int, required=True)
     a.add_argument("--tol-logits", type=float, required=True)
+    a.add_argument("--index", type=int, required=True), a.add_argument("--loss", type=float, required=True)
     args = p.parse_args()
     {"init": init, "shard": shard, "ref": ref, "check": check}[args.cmd](args)
 

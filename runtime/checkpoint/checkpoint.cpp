@@ -185,11 +185,15 @@ namespace {
 namespace {
 // The tokenizer the model's text goes through, for `ztrain sample` to find: the chat data's, or the
 // one the starting model's file carries; absolute, as the run saw it; "" for none.
+std::string absolute_path(const std::string& p) {
+  std::error_code ec;
+  const fs::path a = fs::absolute(p, ec);
+  return ec ? p : a.string();
+}
 std::string tokenizer_of(const Config& cfg) {
   std::string t = cfg.data.tokenizer;
   if (t.empty() && cfg.model.init_from && holds_tokenizer(*cfg.model.init_from)) t = *cfg.model.init_from;
-  std::error_code ec;
-  return t.empty() ? t : fs::absolute(t, ec).string();
+  return t.empty() ? t : absolute_path(t);
 }
 }  // namespace
 
@@ -282,7 +286,9 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
                          {"last_overflow", pos.scaler.last_overflow}}},
                        {"tokenizer", tokenizer_of(cfg)},
                        {"lora", lora_json(model)},
-                       {"frozen", {{"checksum", frozen}, {"init_from", cfg.model.init_from ? json(*cfg.model.init_from) : json()},
+                       // Absolute, as the run saw it: an export or a sample elsewhere reads it again.
+                       {"frozen", {{"checksum", frozen},
+                                   {"init_from", cfg.model.init_from ? json(absolute_path(*cfg.model.init_from)) : json()},
                                    {"seed", cfg.train.seed}}},
                        // What the data position and the schedule depend on besides the steps.
                        {"batch", {{"micro", cfg.micro_batch}, {"accumulation", cfg.grad_accum}, {"seq_len", cfg.data.seq_len}}},

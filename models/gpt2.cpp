@@ -151,9 +151,8 @@ void GPT2::init_base_unit(int u, uint64_t seed) {
 }
 
 Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head, AttentionKernel attention,
-                  const std::array<LoraTerms, 4>* lora) {
-  const LoraTerms none;
-  auto terms = [&](Gpt2Projection k) -> const LoraTerms& { return lora ? (*lora)[k] : none; };
+                  const BlockLora* lora) {
+  auto terms = [&](Gpt2Projection k) -> const LoraTerms& { return projection_lora(lora, k); };
   Tensor h = ops::layernorm(tape, x, p[LN1W], p[LN1B]);
   Tensor qkv = adapted_linear(tape, h, p[QKVW], p[QKVB], terms(kAttnProjection));
   Tensor y = ops::attention(tape, qkv, n_head, n_head, attention);
@@ -181,7 +180,7 @@ Tensor GPT2::embed(Tape& tape, const Tensor& host_tokens) {
 
 Tensor GPT2::block(Tape& tape, int layer, const Tensor& x) {
   const int u = block_unit(layer);
-  const std::array<LoraTerms, 4> adapters{lora_terms(u, QKVW, 1), lora_terms(u, ATTPROJW, 1), lora_terms(u, FCW, 1),
+  const BlockLora adapters{lora_terms(u, QKVW, 1), lora_terms(u, ATTPROJW, 1), lora_terms(u, FCW, 1),
                                           lora_terms(u, FCPROJW, 1)};
   return gpt2_block(tape, unit_params(u), x, dims().n_head, attention_kernel(), lora().enabled() ? &adapters : nullptr);
 }

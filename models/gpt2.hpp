@@ -16,7 +16,6 @@
 // and writer map between the two orders.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -50,7 +49,7 @@ double gpt2_flops_per_token(const ModelDims& d, int T);
 // models/lora.hpp).
 enum Gpt2Projection { kAttnProjection, kAttnOutProjection, kFcProjection, kFcOutProjection };
 Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head, AttentionKernel attention,
-                  const std::array<LoraTerms, 4>* lora = nullptr);
+                  const BlockLora* lora = nullptr);
 
 class GPT2 final : public Model {
  public:

@@ -6,19 +6,8 @@
 
 namespace zt {
 
-namespace {
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-}  // namespace
-
-uint64_t mix_seed(uint64_t x) { return splitmix64(x); }
-
 void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream, size_t first) {
-  std::mt19937_64 gen(splitmix64(seed ^ splitmix64(stream)));
+  std::mt19937_64 gen(mix_seed(seed ^ mix_seed(stream)));
   auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53; };  // (0, 1)
   const size_t begin = first - first % 2, end = first + n;  // element i of the stream is x[i - first]
   gen.discard(begin);                                       // two uniforms per pair of elements
@@ -32,7 +21,7 @@ void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream, 
 }
 
 void fill_uniform(float* x, size_t n, float bound, uint64_t seed, uint64_t stream, size_t first) {
-  std::mt19937_64 gen(splitmix64(seed ^ splitmix64(stream)));
+  std::mt19937_64 gen(mix_seed(seed ^ mix_seed(stream)));
   gen.discard(first);  // one draw per element
   for (size_t i = 0; i < n; ++i) {
     const double u = static_cast<double>(gen() >> 11) * 0x1.0p-53;  // [0, 1)

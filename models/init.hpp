@@ -12,8 +12,14 @@ namespace zt {
 // initialised first, and a part of a tensor (`first` > 0) gets the values the whole would have.
 void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream, size_t first = 0);
 
-// splitmix64's finaliser: a 64-bit seed mixed well enough to start a stream from.
-uint64_t mix_seed(uint64_t x);
+// splitmix64: a 64-bit seed mixed well enough to start a stream from (inline: checksums call it
+// per element).
+inline uint64_t mix_seed(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
 // The same for uniform(-bound, bound), one draw per element.
 void fill_uniform(float* x, size_t n, float bound, uint64_t seed, uint64_t stream, size_t first = 0);

@@ -140,8 +140,7 @@ Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const
                    AttentionKernel attention) {
   const float eps = static_cast<float>(d.rms_norm_eps);
   Tensor h = ops::rmsnorm(tape, x, p.input_norm, eps);
-  const LoraTerms none;
-  auto lora = [&](LlamaProjection k) -> const LoraTerms& { return p.lora ? (*p.lora)[k] : none; };
+  auto lora = [&](LlamaProjection k) -> const LoraTerms& { return projection_lora(p.lora, k); };
   Tensor qkv = ops::rope(tape, adapted_linear(tape, h, p.qkv, p.qkv_bias, lora(kQkvProjection)), inv_freq, d.n_head,
                          d.n_kv_head);
   Tensor y = ops::attention(tape, qkv, d.n_head, d.n_kv_head, attention);
@@ -232,7 +231,7 @@ Tensor Llama::block(Tape& tape, int layer, const Tensor& x) {
   const int u = block_unit(layer);
   const BlockIndex bi(dims().attention_bias);
   const Tensor none;
-  const std::array<LoraTerms, 4> adapters{lora_terms(u, bi.q, 3), lora_terms(u, bi.o, 1), lora_terms(u, bi.gate, 2),
+  const BlockLora adapters{lora_terms(u, bi.q, 3), lora_terms(u, bi.o, 1), lora_terms(u, bi.gate, 2),
                                       lora_terms(u, bi.down, 1)};
   const LlamaBlockParams p{param(u, bi.input_norm),
                            fused(u, kQkv),

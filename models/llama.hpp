@@ -11,7 +11,6 @@
 // head is one column range of the logits; a tied head runs the embedding's units again.
 #pragma once
 
-#include <array>
 #include <span>
 #include <vector>
 
@@ -41,7 +40,7 @@ struct LlamaBlockParams {
   const Tensor& post_norm;
   const Tensor& gate_up;
   const Tensor& down_proj;
-  const std::array<LoraTerms, 4>* lora = nullptr;
+  const BlockLora* lora = nullptr;
 };
 Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d,
                    AttentionKernel attention);

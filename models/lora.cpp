@@ -16,6 +16,15 @@ float LoraConfig::scale() const {
   return static_cast<float>(use_rslora ? alpha / std::sqrt(r_) : alpha / r_);
 }
 
+std::vector<std::string> LoraConfig::targets(const std::string& arch) const {
+  return target_modules.empty() ? default_lora_targets(arch) : target_modules;
+}
+
+const LoraTerms& projection_lora(const BlockLora* lora, int k) {
+  static const LoraTerms none;
+  return lora ? (*lora)[size_t(k)] : none;
+}
+
 Tensor adapted_linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias, const LoraTerms& lora) {
   Tensor y = ops::linear(tape, x, weight, bias);
   for (const LoraTerm& t : lora) {
@@ -43,7 +52,7 @@ std::string lora_module(const std::string& hf_name) {
 std::vector<std::vector<LoraAdapter>> add_lora_units(std::vector<UnitLayout>& layout, const LoraConfig& c,
                                                      const std::string& arch, int first_tensor) {
   if (c.r < 1) throw std::invalid_argument("lora.r: " + std::to_string(c.r) + " must be at least 1");
-  const std::vector<std::string> targets = c.target_modules.empty() ? default_lora_targets(arch) : c.target_modules;
+  const std::vector<std::string> targets = c.targets(arch);
   if (targets.empty())
     throw std::invalid_argument("lora.target_modules: none given, and arch " + arch + " has no default");
   std::vector<int> hits(targets.size(), 0);

@@ -13,6 +13,7 @@
 // name without ".weight"; a target matches a module named it or ending in ".<target>".
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct LoraConfig {
   std::string init_from;
   bool enabled() const { return r > 0; }
   float scale() const;
+  // target_modules, or where none are given `arch`'s default (default_lora_targets).
+  std::vector<std::string> targets(const std::string& arch) const;
 };
 
 // One adapter of a projection's weights: scale * (dropout(x) a^T) b^T goes into columns [col0,
@@ -47,6 +50,11 @@ struct LoraTerm {
   uint64_t seed = 0;
 };
 using LoraTerms = std::vector<LoraTerm>;
+
+// A block's projections' adapters, by the architecture's projection number (Llama's
+// LlamaProjection, GPT-2's Gpt2Projection); a block without adapters gets none.
+using BlockLora = std::array<LoraTerms, 4>;
+const LoraTerms& projection_lora(const BlockLora* lora, int k);
 
 // x (...,C) -> linear(x, weight, bias) plus every term of `lora`.
 Tensor adapted_linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias, const LoraTerms& lora);

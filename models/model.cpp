@@ -128,6 +128,13 @@ int64_t Model::num_params() const {
   return n;
 }
 
+int64_t Model::num_trainable_params() const {
+  int64_t n = 0;
+  for (const UnitLayout& u : layout_)
+    if (!u.frozen()) n += u.numel;
+  return n;
+}
+
 void Model::bind_unit(int u, const Tensor& params, const Tensor& grads) {
   const UnitLayout& lay = layout_.at(u);
   if (params.numel() != lay.numel || (grads.defined() && grads.numel() != lay.numel))

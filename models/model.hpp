@@ -85,6 +85,8 @@ class Model {
   int embedding_units() const { return embedding_units_; }
   int block_unit(int layer) const { return embedding_units_ + layer; }
   int64_t num_params() const;
+  // Those of units that are not frozen (with LoRA: the adapters).
+  int64_t num_trainable_params() const;
 
   // Points unit u's parameter tensors at views of `params` (numel of the unit) and, if defined,
   // their gradients at views of `grads`; parameters then require grad. The buffers are owned by

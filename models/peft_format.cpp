@@ -20,10 +20,6 @@ namespace fs = std::filesystem;
 // are the causal-LM model's already.
 std::string module_prefix(const Model& model) { return model.arch() == "gpt2" ? "transformer." : ""; }
 
-std::vector<std::string> targets(const Model& model) {
-  const LoraConfig& l = model.lora();
-  return l.target_modules.empty() ? default_lora_targets(model.arch()) : l.target_modules;
-}
 }  // namespace
 
 std::string peft_tensor_name(const Model& model, const ParamSpec& p) {
@@ -32,7 +28,7 @@ std::string peft_tensor_name(const Model& model, const ParamSpec& p) {
 
 std::string peft_config_json(const Model& model, const std::string& base_model) {
   const LoraConfig& l = model.lora();
-  const std::vector<std::string> t = targets(model);
+  const std::vector<std::string> t = l.targets(model.arch());
   json j = {{"peft_type", "LORA"},
             {"task_type", "CAUSAL_LM"},
             {"base_model_name_or_path", base_model.empty() ? json() : json(base_model)},

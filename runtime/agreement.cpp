@@ -18,18 +18,6 @@ using nlohmann::json;
 // A value longer than this is compared whole (through its digest) but named by its start.
 constexpr size_t kShownBytes = 256;
 
-// Every rank's words, rank by rank ([Note: collective shapes]: all equally many).
-std::vector<uint64_t> all_gather_words(Communicator& comm, const std::vector<uint64_t>& mine) {
-  const auto count = static_cast<int64_t>(mine.size());
-  const Tensor in = Tensor::empty({2 * count}, DType::i32, MemCategory::communication);
-  const Tensor out = Tensor::empty({2 * count * comm.size()}, DType::i32, MemCategory::communication);
-  std::memcpy(in.raw(), mine.data(), in.nbytes());
-  comm.all_gather(in, out);
-  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(comm.size()));
-  std::memcpy(all.data(), out.raw(), out.nbytes());
-  return all;
-}
-
 // "rank 3", "ranks 0-2, 5".
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string s;
@@ -62,6 +50,17 @@ std::string values_text(Communicator& comm, const std::string& value) {
 }
 
 }  // namespace
+
+std::vector<uint64_t> all_gather_words(Communicator& comm, const std::vector<uint64_t>& mine) {
+  const auto count = static_cast<int64_t>(mine.size());
+  const Tensor in = Tensor::empty({2 * count}, DType::i32, MemCategory::communication);
+  const Tensor out = Tensor::empty({2 * count * comm.size()}, DType::i32, MemCategory::communication);
+  std::memcpy(in.raw(), mine.data(), in.nbytes());
+  comm.all_gather(in, out);
+  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(comm.size()));
+  std::memcpy(all.data(), out.raw(), out.nbytes());
+  return all;
+}
 
 std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c) {
   std::vector<std::pair<std::string, std::string>> s;

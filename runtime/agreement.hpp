@@ -24,6 +24,9 @@
 
 namespace zt {
 
+// Collective: every rank's words, rank by rank (each rank gives equally many).
+std::vector<uint64_t> all_gather_words(Communicator& comm, const std::vector<uint64_t>& mine);
+
 // The settings every rank must share, as (dotted config key, value as JSON), in a fixed order.
 std::vector<std::pair<std::string, std::string>> shared_settings(const Config& cfg);
 

@@ -1,6 +1,7 @@
 #include "runtime/checkpoint/checkpoint.hpp"
 
 #include "runtime/agreed.hpp"
+#include "runtime/agreement.hpp"
 #include "runtime/checkpoint/checkpoint_writer.hpp"
 #include "runtime/checkpoint/model_writer.hpp"
 #include "runtime/file_io.hpp"
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <string_view>
 #include <type_traits>
 #include <nlohmann/json.hpp>
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.hpp"
+#include "models/init.hpp"
 #include "models/registry.hpp"
 #include "offload/checksum.hpp"
 
@@ -119,16 +122,8 @@ std::string frozen_checksum(Communicator& comm, const ZeroEngine& engine) {
   }
   if (!any) return "";
   if (comm.size() > 1) {
-    Tensor mine = Tensor::empty({2}, DType::i32, MemCategory::other);
-    Tensor all = Tensor::empty({2 * comm.size()}, DType::i32, MemCategory::other);
-    std::memcpy(mine.raw(), &sum, sizeof sum);
-    comm.all_gather(mine, all);
-    sum = 0;
-    for (int r = 0; r < comm.size(); ++r) {
-      uint64_t s;
-      std::memcpy(&s, all.data<int32_t>() + 2 * r, sizeof s);
-      sum += s;
-    }
+    const std::vector<uint64_t> all = all_gather_words(comm, {sum});
+    sum = std::accumulate(all.begin(), all.end(), uint64_t{0});
   }
   return hex(sum);
 }
@@ -139,7 +134,7 @@ json lora_json(const Model& model) {
   if (!l.enabled()) return nullptr;
   return {{"r", l.r},
           {"alpha", l.alpha},
-          {"target_modules", l.target_modules.empty() ? default_lora_targets(model.arch()) : l.target_modules},
+          {"target_modules", l.targets(model.arch())},
           {"use_rslora", l.use_rslora}};
 }
 
@@ -162,19 +157,13 @@ void verify_region(const Fd& f, const std::string& path, uint64_t offset, uint64
 }  // namespace
 
 uint64_t frozen_hash(int u, int64_t first, const float* v, int64_t n) {
-  auto mix = [](uint64_t x) {  // splitmix64's finaliser
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  };
   const uint64_t unit = static_cast<uint64_t>(u) << 40;
   uint64_t sum = 0;
 #pragma omp parallel for reduction(+ : sum) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, v + i, sizeof bits);
-    sum += mix(mix(unit | static_cast<uint64_t>(first + i)) ^ bits);
+    sum += mix_seed(mix_seed(unit | static_cast<uint64_t>(first + i)) ^ bits);
   }
   return sum;
 }
@@ -502,6 +491,23 @@ LoraConfig SavedCheckpoint::lora() const {
   return l;
 }
 
+SavedCheckpoint::FrozenSource SavedCheckpoint::frozen_source() const {
+  FrozenSource s;
+  const json f = meta_.value("frozen", json::object());
+  try {
+    if (f.value("init_from", json()).is_string()) s.init_from = f.at("init_from").get<std::string>();
+    s.seed = f.value("seed", uint64_t{0});
+    s.checksum = f.value("checksum", std::string());
+  } catch (const json::exception& e) {
+    throw bad(std::string("malformed frozen section: ") + e.what());
+  }
+  return s;
+}
+
+std::string SavedCheckpoint::FrozenSource::text() const {
+  return init_from.empty() ? "train.seed " + std::to_string(seed) : "model.init_from '" + init_from + "'";
+}
+
 CheckpointError SavedCheckpoint::bad(const std::string& what) const {
   return CheckpointError("checkpoint: '" + meta_path_ + "': " + what);
 }
@@ -582,6 +588,13 @@ void SavedCheckpoint::read_master(int u, int64_t b, int64_t e, float* dst) {
   read(u, wire_ == DType::f32 ? Region::param : Region::master, b, e, dst, DType::f32);
 }
 
+void SavedCheckpoint::read_unit(int u, std::vector<float>& out) {
+  const int64_t n = numel(u);
+  verify(u, 0, n);
+  out.assign(static_cast<size_t>(n), 0.0f);
+  read_master(u, 0, n, out.data());
+}
+
 void check_resume(const SavedCheckpoint& saved, const Config& cfg, int world_size) {
   const SavedCheckpoint::Batch& b = saved.batch();
   if (b.micro > 0) {  // recorded (checkpoints of earlier builds lack it)
@@ -627,14 +640,11 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
   });
   // [Note: frozen units' checksum]: the frozen model this run read is the one the checkpoint's
   // adapters were trained on.
-  const std::string want = saved->meta().value("frozen", json::object()).value("checksum", std::string());
   const std::string have = frozen_checksum(comm, engine);
   agreed<CheckpointError>(comm, "checkpoint: checking the frozen model", [&] {
-    if (want == have) return;
-    const json& f = saved->meta().at("frozen");
-    const std::string from = f.value("init_from", json()).is_string() ? "model.init_from '" + f.at("init_from").get<std::string>() + "'"
-                                                                      : "train.seed " + f.value("seed", json()).dump();
-    throw saved->bad("its adapters were trained on a frozen model (" + from + ", checksum " + want +
+    const SavedCheckpoint::FrozenSource was = saved->frozen_source();
+    if (was.checksum == have) return;
+    throw saved->bad("its adapters were trained on a frozen model (" + was.text() + ", checksum " + was.checksum +
                      ") other than the one this run starts from (checksum " + have + ", model.init_from " +
                      (cfg.model.init_from ? "'" + *cfg.model.init_from + "'" : "unset, train.seed " + std::to_string(cfg.train.seed)) +
                      "); resume with the model it was trained on");

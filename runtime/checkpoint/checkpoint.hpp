@@ -80,6 +80,17 @@ class SavedCheckpoint {
   int wte_units() const { return wte_units_; }
   // The lora section it was trained with (r 0: none).
   LoraConfig lora() const;
+  // Where its frozen model came from ([Note: frozen units' checksum] in checkpoint.cpp): the run's
+  // model.init_from (absolute; "" for none, then train.seed's init) and the values' checksum (""
+  // in a checkpoint without frozen units).
+  struct FrozenSource {
+    std::string init_from;
+    uint64_t seed = 0;
+    std::string checksum;
+    // "model.init_from '<path>'" or "train.seed <n>", for messages.
+    std::string text() const;
+  };
+  FrozenSource frozen_source() const;
   // The tokenizer the run trained through (an absolute path), "" where it recorded none.
   std::string tokenizer() const { return meta_.value("tokenizer", std::string()); }
   int world_size() const { return world_; }
@@ -101,6 +112,8 @@ class SavedCheckpoint {
   void read(int u, ZeroEngine::StateRegion region, int64_t b, int64_t e, void* dst, DType type);
   // The fp32 master of elements [b, e): the master region of 16-bit runs, the parameters of fp32 ones.
   void read_master(int u, int64_t b, int64_t e, float* dst);
+  // Unit u's whole fp32 master into `out` (resized), its regions verified first.
+  void read_unit(int u, std::vector<float>& out);
   // A CheckpointError about meta.json.
   CheckpointError bad(const std::string& what) const;
 

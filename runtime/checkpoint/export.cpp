@@ -22,21 +22,14 @@ void export_checkpoint(const std::string& dir, const std::string& format, const 
   const LoraConfig lora = saved.lora();
   if (lora.enabled()) model.apply_lora(lora);
   saved.check_layout(model);
-  auto read_unit = [&](int u, std::vector<float>& unit) {
-    const int64_t n = model.layout()[size_t(u)].numel;
-    saved.verify(u, 0, n);
-    unit.assign(static_cast<size_t>(n), 0.0f);
-    saved.read_master(u, 0, n, unit.data());
-  };
   if (format == "peft") {
     if (!lora.enabled())
       throw saved.bad("export: --format peft writes LoRA adapters, and this checkpoint was trained without a lora section");
-    const nlohmann::json& f = saved.meta().at("frozen");
-    const std::string base = f.value("init_from", nlohmann::json()).is_string() ? f.at("init_from").get<std::string>() : "";
-    auto writer = make_model_writer(format, out, "export --out", model, DType::f32, max_shard_bytes, base);
+    auto writer =
+        make_model_writer(format, out, "export --out", model, DType::f32, max_shard_bytes, saved.frozen_source().init_from);
     std::vector<float> unit;
     for (int u = model.base_units(); u < model.num_units(); ++u) {
-      read_unit(u, unit);
+      saved.read_unit(u, unit);
       writer->write_unit(u, unit.data());
     }
     return writer->finish();
@@ -51,7 +44,7 @@ void export_checkpoint(const std::string& dir, const std::string& format, const 
   } else {
     std::vector<float> unit;
     for (int u = 0; u < model.num_units(); ++u) {
-      read_unit(u, unit);
+      saved.read_unit(u, unit);
       writer->write_unit(u, unit.data());
     }
   }

@@ -12,19 +12,12 @@
 namespace zt {
 
 void for_each_merged_unit(SavedCheckpoint& saved, Model& model, const std::function<void(int u, const float* params)>& write) {
-  const nlohmann::json& f = saved.meta().at("frozen");
-  const std::string from = f.value("init_from", nlohmann::json()).is_string() ? f.at("init_from").get<std::string>() : "";
-  const uint64_t seed = f.value("seed", uint64_t{0});
-  const std::string want = f.value("checksum", std::string());
+  const SavedCheckpoint::FrozenSource source = saved.frozen_source();
+  const std::string& from = source.init_from;
 
   // The adapters (small), each verified against its checksum.
   std::vector<std::vector<float>> adapters(static_cast<size_t>(model.num_units()));
-  for (int u = model.base_units(); u < model.num_units(); ++u) {
-    const int64_t n = model.layout()[size_t(u)].numel;
-    saved.verify(u, 0, n);
-    adapters[size_t(u)].assign(static_cast<size_t>(n), 0.0f);
-    saved.read_master(u, 0, n, adapters[size_t(u)].data());
-  }
+  for (int u = model.base_units(); u < model.num_units(); ++u) saved.read_unit(u, adapters[size_t(u)]);
   // The frozen model: a foreign file a unit at a time, else every model unit bound to host memory
   // and read (or initialised) whole.
   std::unique_ptr<ForeignWeights> foreign;
@@ -37,7 +30,7 @@ void for_each_merged_unit(SavedCheckpoint& saved, Model& model, const std::funct
       model.bind_unit(u, whole.back(), Tensor());
     }
     if (from.empty()) {
-      for (int u = 0; u < model.base_units(); ++u) model.init_unit(u, seed);
+      for (int u = 0; u < model.base_units(); ++u) model.init_unit(u, source.seed);
     } else {
       load_weights(from, model);
     }
@@ -61,10 +54,10 @@ void for_each_merged_unit(SavedCheckpoint& saved, Model& model, const std::funct
   }
   char have[17];
   std::snprintf(have, sizeof have, "%016llx", static_cast<unsigned long long>(sum));
-  if (want != have)
-    throw saved.bad("its adapters were trained on a frozen model (checksum " + want + ") other than " +
-                    (from.empty() ? "train.seed " + std::to_string(seed) + "'s" : "'" + from + "'") + " is now (checksum " +
-                    std::string(have) + "); the merged model would be wrong");
+  if (source.checksum != have)
+    throw saved.bad("its adapters were trained on a frozen model (checksum " + source.checksum + ") other than " +
+                    (from.empty() ? "train.seed " + std::to_string(source.seed) + "'s" : "'" + from + "'") +
+                    " is now (checksum " + std::string(have) + "); the merged model would be wrong");
 }
 
 }  // namespace zt

@@ -139,8 +139,7 @@ class GhostUnit final : public ScheduledUnit {
         stage_(z.stage),
         world_(world),
         frozen_(lay.frozen()),
-        persistent_(z.stage < 3 || lay.numel < z.param_persistence_threshold ||
-                    (frozen_ && z.frozen_params == "replicated")),
+        persistent_(keeps_full_params(lay.numel, frozen_, z)),
         rank_(rank),
         mem_(rank.mem) {
     BufferPlanInput in;
@@ -388,6 +387,9 @@ const char* precision_name(const std::string& dtype) {
   return dtype == "bf16" ? "bf16 (fp32 master weights)" : dtype == "f16" ? "fp16 (fp32 master weights)" : "fp32";
 }
 
+// zero_optimization.frozen_params, in the order MemoryEstimate::frozen_policies holds them.
+constexpr const char* kFrozenPolicies[] = {"sharded", "replicated"};
+
 std::string category(size_t c) { return std::string(category_name(static_cast<MemCategory>(c))); }
 
 }  // namespace
@@ -412,30 +414,19 @@ MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
     why += std::to_string(e.dims.n_embd) + " is not divisible by model.n_head " + std::to_string(e.dims.n_head);
     throw ConfigError(why);
   }
-  const std::unique_ptr<Model> owned = make_model(cfg.model.arch, e.dims, cfg.model.wte_units);
-  Model& model = *owned;
-  if (cfg.lora.enabled()) {
-    try {
-      model.apply_lora(cfg.lora);
-    } catch (const std::invalid_argument& err) {
-      throw ConfigError("config: " + std::string(err.what()));
-    }
-  }
-  bool frozen = false;
-  for (const UnitLayout& u : model.layout()) {
-    e.num_params += u.numel;
-    e.largest_unit = std::max(e.largest_unit, u.numel);
-    if (u.frozen()) frozen = true;
-    else e.trainable_params += u.numel;
-  }
+  const std::unique_ptr<Model> owned = make_run_model(cfg, e.dims, cfg.model.wte_units);
+  const Model& model = *owned;
+  e.num_params = model.num_params();
+  e.trainable_params = model.num_trainable_params();
+  for (const UnitLayout& u : model.layout()) e.largest_unit = std::max(e.largest_unit, u.numel);
   e.deepspeed_largest_layer = model.deepspeed_largest_layer();
   for (int stage = 0; stage <= 3; ++stage) {
     e.stages.push_back(estimate_stage(cfg, model, stage, world_size));
     e.stages.back().deepspeed = static_cast<size_t>(
         deepspeed_model_states(stage, e.num_params, e.deepspeed_largest_layer, world_size, cfg.zero));
   }
-  if (frozen) {  // [Note: frozen units]: stage 3 under both policies, for the user to pick from
-    for (const char* policy : {"sharded", "replicated"}) {
+  if (e.trainable_params < e.num_params) {  // [Note: frozen units]: stage 3 under both policies
+    for (const char* policy : kFrozenPolicies) {
       Config c = cfg;
       c.zero.frozen_params = policy;
       e.frozen_policies.push_back(estimate_stage(c, model, 3, world_size));
@@ -481,12 +472,11 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
                   "\nfrozen parameters (LoRA): %.2fM of %.2fM train; zero_optimization.frozen_params at stage 3:\n",
                   static_cast<double>(e.trainable_params) / 1e6, static_cast<double>(e.num_params) / 1e6);
     out += line;
-    const char* names[] = {"sharded", "replicated"};
     const char* what[] = {"each rank its shard, gathered for each use", "whole on every rank, never gathered"};
     for (size_t i = 0; i < e.frozen_policies.size(); ++i) {
       const StageEstimate& s = e.frozen_policies[i];
-      std::snprintf(line, sizeof line, "  %-10s%s parameters %s, total %s (%s)\n", names[i],
-                    z.frozen_params == names[i] ? "*" : " ", human_bytes(s.peak_of(MemCategory::parameters)).c_str(),
+      std::snprintf(line, sizeof line, "  %-10s%s parameters %s, total %s (%s)\n", kFrozenPolicies[i],
+                    z.frozen_params == kFrozenPolicies[i] ? "*" : " ", human_bytes(s.peak_of(MemCategory::parameters)).c_str(),
                     human_bytes(s.total).c_str(), what[i]);
       out += line;
     }
@@ -518,12 +508,11 @@ std::string estimate_json(const MemoryEstimate& e) {
     stages.push_back({{"stage", s.stage}, {"peak_bytes", peak}, {"deepspeed_model_states", s.deepspeed}});
   }
   nlohmann::json frozen = nlohmann::json::object();
-  const char* names[] = {"sharded", "replicated"};
   for (size_t i = 0; i < e.frozen_policies.size(); ++i) {
     nlohmann::json peak;
     for (size_t c = 0; c < kMemCategories; ++c) peak[category(c)] = e.frozen_policies[i].peak[c];
     peak["total"] = e.frozen_policies[i].total;
-    frozen[names[i]] = {{"peak_bytes", peak}};
+    frozen[kFrozenPolicies[i]] = {{"peak_bytes", peak}};
   }
   return nlohmann::json{{"world_size", e.world_size},
                         {"params", e.num_params},

@@ -52,7 +52,22 @@ ModelDims resolve_dims(const Config& cfg) {
   return d;
 }
 
+std::unique_ptr<Model> make_run_model(const Config& cfg, const ModelDims& dims, int embedding_units) {
+  std::unique_ptr<Model> model = make_model(cfg.model.arch, dims, embedding_units);
+  if (!cfg.lora.enabled()) return model;
+  try {
+    model->apply_lora(cfg.lora);
+  } catch (const std::invalid_argument& e) {  // names lora.<key>, as every rank sees alike
+    throw ConfigError("config: " + std::string(e.what()));
+  }
+  return model;
+}
+
 namespace {
+// LoRA's dropout masks: this rank's own stream, as each DDP rank draws its own ([Note: dropout
+// masks] in kernels/backend.hpp).
+uint64_t dropout_stream(const Config& cfg, int rank) { return mix_seed(cfg.train.seed ^ (uint64_t(rank) << 48)); }
+
 std::chrono::milliseconds comm_timeout(const Config& cfg) {
   return std::chrono::milliseconds(static_cast<int64_t>(cfg.train.comm_timeout_s * 1000.0));
 }
@@ -117,17 +132,8 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   // [Note: one history per folder]).
   check_outputs(cfg_, host_comm_);
   if (cfg_.checkpoint.save_interval > 0) checkpoints_ = std::make_unique<CheckpointRoot>(cfg_, host_comm_);
-  model_ = make_model(cfg_.model.arch, dims, on_device ? 1 : cfg_.model.wte_units);
-  // LoRA's dropout masks: this rank's own stream, as each DDP rank draws its own ([Note: dropout
-  // masks] in kernels/backend.hpp); a resume sets the pass below.
-  model_->set_dropout_stream(mix_seed(cfg_.train.seed ^ (uint64_t(comm_.rank()) << 48)), 0);
-  if (cfg_.lora.enabled()) {
-    try {
-      model_->apply_lora(cfg_.lora);
-    } catch (const std::invalid_argument& e) {  // names lora.<key>, as every rank sees alike
-      throw ConfigError("config: " + std::string(e.what()));
-    }
-  }
+  model_ = make_run_model(cfg_, dims, on_device ? 1 : cfg_.model.wte_units);
+  model_->set_dropout_stream(dropout_stream(cfg_, comm_.rank()), 0);  // a resume sets the pass below
   if (cfg_.train.attention == "cudnn") {
     // The config check has seen to the device and dtype; whether the build reaches cuDNN is the
     // backend's to say.
@@ -173,14 +179,11 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
         throw ConfigError("config: " + std::string(e.what()));
       }
     });
-    std::vector<float> unit;
     engine_->write_params_by_unit(
         [&](int u, int64_t begin, int64_t end) {
-          unit.resize(static_cast<size_t>(model_->layout()[size_t(u)].numel));
-          start->read_unit(u, unit.data());
-          const Tensor host = Tensor::empty({end - begin}, DType::f32, MemCategory::other);
-          std::copy(unit.begin() + begin, unit.begin() + end, host.data<float>());
-          store_f32(engine_->units()[u].param_view().view(begin, {end - begin}), host);
+          const Tensor host = Tensor::empty({model_->layout()[size_t(u)].numel}, DType::f32, MemCategory::other);
+          start->read_unit(u, host.data<float>());
+          store_f32(engine_->units()[u].param_view().view(begin, {end - begin}), host.view(begin, {end - begin}));
         },
         model_->base_units());
   }
@@ -217,8 +220,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
                   ") already: nothing left to train, only the outputs are written";
     steps_done_ = p.steps_done;
     updates_done_ = p.updates_done;
-    model_->set_dropout_stream(mix_seed(cfg_.train.seed ^ (uint64_t(comm_.rank()) << 48)),
-                               uint64_t(p.steps_done) * uint64_t(cfg_.grad_accum));
+    model_->set_dropout_stream(dropout_stream(cfg_, comm_.rank()), uint64_t(p.steps_done) * uint64_t(cfg_.grad_accum));
     scaler_.restore(p.scaler);
     train_->skip(static_cast<int64_t>(p.steps_done) * cfg_.grad_accum);  // every step read grad_accum batches
   }
@@ -412,12 +414,9 @@ std::string run_banner(const Trainer& t) {
               " cores; steps will run many times slower (train.threads 0 shares the cores among the ranks)";
   if (const std::string off = t.engine().offload_summary(); !off.empty()) banner += "\n" + off;
   if (const LoraConfig& l = c.lora; l.enabled()) {
-    int64_t trainable = 0;
-    for (const UnitLayout& u : t.model().layout())
-      if (!u.frozen()) trainable += u.numel;
+    const int64_t trainable = t.model().num_trainable_params();
     std::string targets;
-    for (const std::string& m : l.target_modules.empty() ? default_lora_targets(t.model().arch()) : l.target_modules)
-      targets += (targets.empty() ? "" : ", ") + m;
+    for (const std::string& m : l.targets(t.model().arch())) targets += (targets.empty() ? "" : ", ") + m;
     std::snprintf(buf, sizeof buf,
                   "LoRA r %d, alpha %g%s (scale %g) on %s: %.3fM trainable parameters of %.2fM (%.2f%%); the frozen "
                   "model %s",

@@ -27,6 +27,11 @@ namespace zt {
 // arch.
 ModelDims resolve_dims(const Config& cfg);
 
+// The run's model: cfg.model.arch of `dims`, the embedding cut into `embedding_units`, with the
+// lora section applied (ConfigError naming lora.<key> where it does not fit the model). What the
+// Trainer trains and `ztrain estimate` replays.
+std::unique_ptr<Model> make_run_model(const Config& cfg, const ModelDims& dims, int embedding_units);
+
 class Trainer {
  public:
   // One rank, without MPI.

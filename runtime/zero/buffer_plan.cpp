@@ -22,6 +22,10 @@ BufferSpec view_of(UnitBuffer of, int64_t offset, int64_t n, DType t, MemCategor
 }
 }  // namespace
 
+bool keeps_full_params(int64_t numel, bool frozen, const ZeroConfig& z) {
+  return z.stage < 3 || numel < z.param_persistence_threshold || (frozen && z.frozen_params == "replicated");
+}
+
 BufferPlan plan_unit_buffers(const BufferPlanInput& in) {
   using enum UnitBuffer;
   using enum BufferLife;

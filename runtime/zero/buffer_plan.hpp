@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 
+#include "runtime/config.hpp"
 #include "runtime/zero/shard.hpp"
 #include "tensor/allocator.hpp"
 #include "tensor/dtype.hpp"
@@ -94,5 +95,11 @@ struct BufferPlan {
 
 // Offload from a device needs a 16-bit wire (the caller refuses fp32 there, naming the unit).
 BufferPlan plan_unit_buffers(const BufferPlanInput& in);
+
+// Whether a unit of `numel` elements keeps its full parameters between uses (BufferPlanInput's
+// `persistent`): every unit below stage 3; at stage 3 those under
+// stage3_param_persistence_threshold, and frozen ones with frozen_params "replicated" ([Note:
+// frozen units] in runtime/zero/sharded_unit.hpp).
+bool keeps_full_params(int64_t numel, bool frozen, const ZeroConfig& z);
 
 }  // namespace zt

@@ -24,10 +24,9 @@ ZeroEngine::ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroC
     Ranges decayed;
     for (const ParamSpec& p : lay.params)
       if (p.decay) decayed.emplace_back(p.offset, p.offset + shape_numel(p.shape));
-    // [Note: frozen units]: frozen_params "replicated" keeps a frozen unit whole on every rank.
     options.frozen = lay.frozen();
-    const bool kept = lay.numel < cfg_.param_persistence_threshold || (options.frozen && cfg_.frozen_params == "replicated");
-    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, kept, comm, opt, options);
+    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, keeps_full_params(lay.numel, options.frozen, cfg_), comm,
+                        opt, options);
     model.bind_unit(u, units_.back().param_view(), units_.back().grad_view());
   }
   std::vector<ScheduledUnit*> all;

@@ -55,6 +55,19 @@ Tensor output(bool track, const Tensor& like, const Shape& s) {
   return t;
 }
 
+// An output kept by a checkpointed unit's first forward ([Note: activation checkpointing] in
+// tensor/tape.hpp), with a grad slot of its own when the recompute records.
+Tensor reuse(const Tensor& kept, bool track) {
+  Tensor t = kept;
+  if (track) t.set_requires_grad(true, false);
+  return t;
+}
+// The op's output i when this is its unit's recompute, else undefined: the op computes it.
+Tensor reused(Tape& tape, bool track, size_t i) {
+  const std::vector<Tensor> kept = tape.kept();
+  return kept.empty() ? Tensor() : reuse(kept.at(i), track);
+}
+
 }  // namespace
 
 Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0) {
@@ -123,8 +136,12 @@ Tensor linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& b
   Shape s = x.shape();
   s.back() = OC;
   const bool track = tracks(tape, {&x, &weight, &bias});
-  Tensor out = output(track, x, s);
-  be.matmul_forward(out, x, weight, bias);
+  Tensor out = reused(tape, track, 0);
+  if (!out.defined()) {
+    out = output(track, x, s);
+    be.matmul_forward(out, x, weight, bias);
+    tape.keep({out});
+  }
   if (track) tape.record("matmul", {out}, [&be, out, x, weight, bias] {
     be.matmul_backward(grad_of(x), grad_of(weight), grad_of(bias), out.grad(), x, weight);
   });
@@ -142,8 +159,15 @@ Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head, Atten
               ")*head_dim)");
   const int64_t B = qkv.dim(0), T = qkv.dim(1), hs = qkv.dim(2) / heads;
   const bool track = tracks(tape, {&qkv});
-  Tensor out = output(track, qkv, {B, T, n_head * hs});
-  Tensor saved = be.attention_forward(out, qkv, n_head, n_kv_head, kernel);
+  const std::vector<Tensor> kept = tape.kept();
+  Tensor out, saved;
+  if (!kept.empty()) {
+    out = reuse(kept[0], track), saved = kept[1];
+  } else {
+    out = output(track, qkv, {B, T, n_head * hs});
+    saved = be.attention_forward(out, qkv, n_head, n_kv_head, kernel);
+    tape.keep({out, saved});
+  }
   if (track)
     tape.record("attention", {out}, [&be, out, qkv, saved, n_head, n_kv_head, kernel] {
       be.attention_backward(grad_of(qkv), out.grad(), qkv, out, saved, n_head, n_kv_head, kernel);
@@ -215,9 +239,14 @@ Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, f
                              std::to_string(col0));
   const bool track = tracks(tape, {&y, &d});
   // In place: a projection's whole output is neither copied forward nor its gradient backward.
-  Tensor out = y.view(0, y.shape());
-  if (track) out.set_requires_grad(true, false);
-  be.add_columns_forward(out, y, d, col0, scale);
+  // Kept by selective checkpointing, as the projection is, so its recompute does not add twice.
+  Tensor out = reused(tape, track, 0);
+  if (!out.defined()) {
+    out = y.view(0, y.shape());
+    if (track) out.set_requires_grad(true, false);
+    be.add_columns_forward(out, y, d, col0, scale);
+    tape.keep({out});
+  }
   if (track) tape.record("add_columns", {out}, [&be, out, y, d, col0, scale] {
     Tensor dy;
     if (y.requires_grad() && !y.is_leaf() && !y.grad().defined()) y.bind_grad(out.grad());  // d(y) is d(out)
@@ -228,7 +257,7 @@ Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, f
 }
 
 Tensor dropout(Tape& tape, const Tensor& x, float p, uint64_t seed) {
-  if (p == 0.0f || !tape.recording()) return x;
+  if (p == 0.0f || !tape.training()) return x;
   Tape::Timer timer(tape, "dropout");
   const Backend& be = backend_of("dropout", {&x});
   require(p > 0.0f && p < 1.0f, "dropout", "p must be in [0, 1), got " + std::to_string(p));

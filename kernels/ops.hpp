@@ -38,7 +38,8 @@ Tensor add(Tape& tape, const Tensor& a, const Tensor& b);
 // op's output without a gradient yet, the result's gradient becomes y's, uncopied.
 Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, float scale);
 // Inverted dropout with probability p and the mask of (seed, element) ([Note: dropout masks] in
-// kernels/backend.hpp); x itself when p is 0 or the tape does not record (evaluation).
+// kernels/backend.hpp); x itself when p is 0 or outside training (a NoGrad scope:
+// evaluation); a checkpointed unit draws the same mask again in its recompute.
 Tensor dropout(Tape& tape, const Tensor& x, float p, uint64_t seed);
 // logits (B,T,Vp), targets (B,T) i32 -> scalar mean loss over targets != ignore_index, classes
 // [0,V). The backward writes d(logits) over the logits' own storage. [Note: fused cross-entropy]

@@ -7,11 +7,26 @@
 // pre_backward(u) runs before the unit's first backward op, post_backward(u) after its last.
 // The ZeRO engine gathers parameters in pre_forward/pre_backward, frees them in post_forward, and
 // reduce-scatters the unit's gradients in post_backward.
+//
+// [Note: activation checkpointing] Tape::checkpoint runs a unit (a block) while recording
+// nothing, so its activations are freed as they go, and leaves one entry holding the unit's input.
+// Replaying, that entry runs the unit again on a tape of its own, with the hooks of a forward
+// (pre_forward: the ZeRO scheduler gathers the unit again, [Note: ZeRO schedule]), binds the
+// recomputed output's gradient to the one the later units accumulated, and replays that tape
+// (pre_backward .. post_backward). The kernels are deterministic, so the recomputed values, and
+// every gradient, are the bits the run without checkpointing computes. Selective by op: ops that
+// call keep() (the matmuls, attention with its softmax statistics, LoRA's in-place column adds)
+// hold their outputs from the first forward, and in the recompute take them back in the same
+// order (kept()) instead of computing them; only the cheap ops between them run again. With
+// `to_host` the input's values wait in the device's pinned host memory, its device storage
+// released ([Note: storage that comes and goes] in tensor/tensor.hpp), and come back one
+// checkpoint ahead of their recompute.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,12 +76,27 @@ class OpProfile {
   std::map<std::string, Row> rows_;
 };
 
+// How Tape::checkpoint keeps a unit ([Note: activation checkpointing]).
+struct CheckpointOptions {
+  bool keep_expensive = false;  // selective by op: the ops that call keep() are not recomputed
+  bool to_host = false;         // the input waits in pinned host memory (cpu_checkpointing)
+  bool needs_grad = true;       // the unit's output needs a gradient (its input or parameters do)
+};
+
 class Tape {
  public:
   using Backward = std::function<void()>;
+  // A unit's math, input to output, recording on the tape it is given.
+  using UnitFn = std::function<Tensor(Tape&, const Tensor&)>;
 
-  // Whether ops should record (false inside a NoGrad scope).
-  bool recording() const { return no_grad_depth_ == 0; }
+  Tape() = default;
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+
+  // Whether ops should record (false inside a NoGrad scope and a checkpointed unit's forward).
+  bool recording() const { return no_grad_depth_ == 0 && discard_depth_ == 0; }
+  // Whether this is a training pass (false inside NoGrad only): dropout draws its masks.
+  bool training() const { return no_grad_depth_ == 0; }
 
   // Records an op. `outputs` must already carry a (non-leaf) grad slot, created before the
   // closure captured them; once `backward` has run, their gradients and everything the closure
@@ -75,6 +105,17 @@ class Tape {
 
   void begin_unit(int unit);
   void end_unit(int unit);
+
+  // Runs fn(tape, x) as unit `unit`, bracketed like begin_unit/end_unit, keeping only x (and with
+  // keep_expensive what the ops keep) until the backward recomputes it: [Note: activation
+  // checkpointing]. Without recording, just the bracketed unit.
+  Tensor checkpoint(int unit, const Tensor& x, const CheckpointOptions& o, UnitFn fn);
+  // Selective checkpointing, for the ops worth keeping: kept() returns the op's outputs from its
+  // unit's first forward when this is the unit's recompute (the op then computes nothing), else
+  // nothing; after computing, the op hands its outputs to keep(), which holds them only in a
+  // checkpointed unit's first forward with keep_expensive.
+  std::vector<Tensor> kept();
+  void keep(std::vector<Tensor> outputs);
   void set_hooks(UnitHooks hooks) { hooks_ = std::move(hooks); }
 
   // Seeds d(loss) = seed and replays the tape in reverse, then clears it. Leaf gradients accumulate
@@ -117,17 +158,30 @@ class Tape {
   };
 
  private:
-  enum class Kind { op, unit_begin, unit_end };
+  struct Checkpoint;
+  enum class Kind { op, unit_begin, unit_end, checkpoint };
   struct Entry {
     Kind kind;
     const char* op;
     int unit;
     std::vector<Tensor> outputs;
     Backward backward;
+    std::shared_ptr<Checkpoint> checkpoint;  // Kind::checkpoint
   };
+  // Replays the entries in reverse (the outputs' gradients already seeded), then clears them.
+  void replay();
+  void recompute(Checkpoint& c, const Tensor& out);
+  // cpu_checkpointing's input on its way back: the next checkpoint's that the replay meets after `from`.
+  void restore_next(std::vector<Entry>::reverse_iterator from);
+
   std::vector<Entry> entries_;
   UnitHooks hooks_;
   int no_grad_depth_ = 0;
+  int discard_depth_ = 0;                             // inside a checkpointed unit's first forward
+  std::vector<std::vector<Tensor>>* keeping_ = nullptr;  // where keep() holds outputs, if anywhere
+  const std::vector<std::vector<Tensor>>* reusing_ = nullptr;  // a recompute's kept outputs
+  size_t reused_ = 0;                                 // how many of them the recompute took back
+  std::vector<Tensor> spent_host_;                    // host copies the device may still be reading
   OpProfile* profile_ = nullptr;
   const RangeMarker* marker_ = nullptr;
 };

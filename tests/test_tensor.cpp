@@ -245,6 +245,54 @@ TEST_CASE("tape: no_grad records nothing; activations and their gradients are fr
   CHECK(m.grad_sum(0) > 0.0);
 }
 
+TEST_CASE("tape: a checkpointed unit runs again before its backward, with the same gradients bit for bit") {
+  TwoUnits plain;
+  Tape reference;
+  reference.backward(plain.loss(reference));
+  for (const bool keep : {false, true})
+    for (const bool to_host : {false, true}) {
+      CAPTURE(keep);
+      CAPTURE(to_host);
+      TwoUnits m;
+      Tape tape;
+      std::vector<std::string> events;
+      auto log = [&](const char* what) { return [&events, what](int u) { events.push_back(what + std::to_string(u)); }; };
+      tape.set_hooks({log("pre_forward"), log("post_forward"), log("pre_backward"), log("post_backward")});
+      const CheckpointOptions o{keep, to_host, true};
+      int runs = 0;
+      auto unit = [&](const Tensor& w) {
+        return [&runs, w](Tape& t, const Tensor& in) {
+          ++runs;
+          return ops::linear(t, in, w, Tensor());
+        };
+      };
+      const Tensor h = tape.checkpoint(0, m.x, o, unit(m.w0));
+      const Tensor y = tape.checkpoint(1, h, o, unit(m.w1));
+      CHECK(tape.size() == 2);  // one entry per unit, nothing of their ops
+      CHECK(h.has_data() != to_host);  // unit 1's input waits on the host
+      tape.backward(ops::cross_entropy(tape, y, m.targets, 4));
+      CHECK(runs == 4);
+      const std::vector<std::string> want = {
+          "pre_forward0",  "post_forward0",  "pre_forward1",  "post_forward1",   // forward
+          "pre_forward1",  "post_forward1",  "pre_backward1", "post_backward1",  // unit 1 recomputed, then its backward
+          "pre_forward0",  "post_forward0",  "pre_backward0", "post_backward0"};
+      CHECK(events == want);
+      CHECK(std::equal(m.grads.data<float>(), m.grads.data<float>() + 32, plain.grads.data<float>()));
+    }
+}
+
+TEST_CASE("tape: a recompute that does not take back what its forward kept is refused") {
+  TwoUnits m;
+  Tape tape;
+  int runs = 0;
+  const Tensor y = tape.checkpoint(0, m.x, {true, false, true}, [&](Tape& t, const Tensor& in) {
+    Tensor h = ops::linear(t, in, m.w0, Tensor());
+    return runs++ ? h : ops::linear(t, h, m.w1, Tensor());  // one matmul fewer the second time
+  });
+  CHECK_THROWS_WITH_AS(tape.backward(ops::cross_entropy(tape, y, m.targets, 4)),
+                       "checkpoint: unit 0's recompute took back 1 of the 2 outputs its forward kept", std::logic_error);
+}
+
 TEST_CASE("host block cache: a freed block of the same size comes back, within the peak in use") {
   HostBlockCache cache;
   const size_t MiB = size_t{1} << 20;

@@ -197,14 +197,30 @@ void Model::init_unit(int u, uint64_t seed) {
     store_f32(param(u, static_cast<int>(i)), host.view(lay.params[i].offset, lay.params[i].shape));
 }
 
+bool Model::unit_trains(int u) const { return !layout_[size_t(u)].frozen() || !adapters_[size_t(u)].empty(); }
+
+Tensor Model::run_block(Tape& tape, int layer, const Tensor& x) {
+  const int u = block_unit(layer);
+  if (!checkpointing_.checkpoints(layer)) {
+    tape.begin_unit(u);
+    Tensor y = block(tape, layer, x);
+    tape.end_unit(u);
+    return y;
+  }
+  const CheckpointOptions o{checkpointing_.mode == ActivationCheckpointing::Mode::selective_op,
+                            checkpointing_.cpu_checkpointing, x.requires_grad() || unit_trains(u)};
+  // The recompute runs during this pass's backward, before the next forward counts a pass: its
+  // LoRA dropout masks are this pass's, drawn again.
+  const uint64_t pass = passes_;
+  return tape.checkpoint(u, x, o, [this, layer, pass](Tape& t, const Tensor& in) {
+    if (passes_ != pass) throw std::logic_error(arch_ + ": block " + std::to_string(layer) + " recomputed in another pass");
+    return block(t, layer, in);
+  });
+}
+
 std::vector<Tensor> Model::logit_parts(Tape& tape, const Tensor& tokens) {
   Tensor x = embed(tape, tokens);
-  for (int l = 0; l < dims_.n_layer; ++l) {
-    const int u = block_unit(l);
-    tape.begin_unit(u);
-    x = block(tape, l, x);
-    tape.end_unit(u);
-  }
+  for (int l = 0; l < dims_.n_layer; ++l) x = run_block(tape, l, x);
   return head(tape, x);
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "models/checkpointing.hpp"
 #include "models/lora.hpp"
 #include "models/model_dims.hpp"
 #include "tensor/tape.hpp"
@@ -136,6 +137,11 @@ class Model {
   // whatever the embedding's units: [Note: weights in file order] in runtime/checkpoint/weights.cpp.
   virtual void for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const = 0;
 
+  // Which blocks forward() checkpoints, and how ([Note: activation checkpointing] in
+  // tensor/tape.hpp): none unless set.
+  void set_checkpointing(const ActivationCheckpointing& c) { checkpointing_ = c; }
+  const ActivationCheckpointing& checkpointing() const { return checkpointing_; }
+
   // Which kernels run the blocks' attention (train.attention): our own unless set otherwise.
   void set_attention_kernel(AttentionKernel k) { attention_kernel_ = k; }
   AttentionKernel attention_kernel() const { return attention_kernel_; }
@@ -153,6 +159,10 @@ class Model {
 
  private:
   std::vector<Tensor> logit_parts(Tape& tape, const Tensor& tokens);
+  // Block `layer` as its unit, checkpointed where the policy says.
+  Tensor run_block(Tape& tape, int layer, const Tensor& x);
+  // Whether unit u has parameters that train, its own or its adapters.
+  bool unit_trains(int u) const;
 
   std::string arch_;
   ModelDims dims_;
@@ -165,6 +175,7 @@ class Model {
   std::vector<std::vector<Tensor>> bound_;
   std::vector<std::vector<Tensor>> fused_;
   AttentionKernel attention_kernel_ = AttentionKernel::own;
+  ActivationCheckpointing checkpointing_;
 };
 
 // The smallest K dividing `rows` for which a K-th of a (rows, cols) table holds at most

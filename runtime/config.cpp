@@ -25,7 +25,7 @@ using nlohmann::json;
 // train differently here, so each is an error rather than ignored. A key leaves this table in the
 // same change that implements it.
 constexpr std::string_view kDeepSpeedNotYet[] = {
-    "amp", "activation_checkpointing",
+    "amp",
     "wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
     "wandb", "csv_monitor", "comms_logger", "monitor_config", "data_types",
     "communication_data_type", "prescale_gradients", "gradient_predivide_factor",
@@ -483,6 +483,51 @@ void read_lora(Section& top, LoraConfig& l) {
     fail(s->path("init"), "expected \"default\" (PEFT's init_lora_weights true) or \"gaussian\", got " + show(l.init));
 }
 
+// DeepSpeed's activation_checkpointing section, which turns checkpointing on (DeepSpeed's model
+// code calls its checkpoint(); here the section is that call), with torchtitan's mode keys:
+// mode "full" (the default), "selective" with selective_ac_option "op" or a block frequency k,
+// or "none". DeepSpeed's other keys change nothing here and are taken as such.
+void read_activation_checkpointing(Section& top, ActivationCheckpointing& a) {
+  auto s = top.sub("activation_checkpointing");
+  if (!s) return;
+  using Mode = ActivationCheckpointing::Mode;
+  std::string mode = "full";
+  s->get("mode", mode);
+  if (mode != "full" && mode != "selective" && mode != "none")
+    fail(s->path("mode"), "expected \"full\", \"selective\" or \"none\", got " + show(mode));
+  std::string option = "2";  // torchtitan's default
+  if (const json* v = s->find("selective_ac_option")) {
+    if (mode != "selective") fail(s->path("selective_ac_option"), "applies to mode \"selective\", and mode is " + show(mode));
+    if (v->is_number_integer()) option = std::to_string(v->get<int64_t>());
+    else if (v->is_string()) option = v->get<std::string>();
+    else fail(s->path("selective_ac_option"), "expected \"op\" or a block frequency k >= 1, got " + show(*v));
+  }
+  a.mode = mode == "full" ? Mode::full : mode == "none" ? Mode::none : option == "op" ? Mode::selective_op : Mode::selective_block;
+  if (a.mode == Mode::selective_block) {
+    size_t used = 0;
+    long k = 0;
+    try {
+      k = std::stol(option, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != option.size() || k < 1 || k > 1'000'000)
+      fail(s->path("selective_ac_option"), "expected \"op\" or a block frequency k >= 1, got " + show(option));
+    a.every = static_cast<int>(k);
+  }
+  s->get("cpu_checkpointing", a.cpu_checkpointing);
+  // Without tensor parallelism a rank holds all of its micro-batch's checkpoints, so partitioning
+  // them is DeepSpeed's no-op at mp_size 1; the rest only shape DeepSpeed's own buffers.
+  bool ignored = false;
+  int count = 0;
+  for (const char* k : {"partition_activations", "contiguous_memory_optimization", "synchronize_checkpoint_boundary", "profile"})
+    s->get(k, ignored);
+  s->get("number_checkpoints", count);
+  s->done();
+  if (a.cpu_checkpointing && a.mode == Mode::none)
+    fail(s->path("cpu_checkpointing"), "moves checkpoints to host memory, and mode is \"none\"");
+}
+
 // bf16 / bfloat16 (DeepSpeed takes either name) and fp16; each {"enabled": bool, ...}.
 // ztrain's checkpoint section. DeepSpeed's keys of the same section are refused by name.
 void read_checkpoint(Section& top, CheckpointConfig& c) {
@@ -823,6 +868,7 @@ Config parse_config(const json& j) {
   read_scheduler(top, c.scheduler, seen);
   read_zero(top, c.zero);
   read_lora(top, c.lora);
+  read_activation_checkpointing(top, c.activation_checkpointing);
   read_precision(top, c.precision, seen);
   read_aio(top, c.aio);
   read_checkpoint(top, c.checkpoint);

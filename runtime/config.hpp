@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/checkpointing.hpp"
 #include "models/lora.hpp"
 #include "models/model_dims.hpp"
 #include "offload/aio_config.hpp"
@@ -177,6 +178,9 @@ struct Config {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;
+  // DeepSpeed's activation_checkpointing section with torchtitan's mode keys ([Note: activation
+  // checkpointing] in tensor/tape.hpp).
+  ActivationCheckpointing activation_checkpointing;
   LoraConfig lora;  // the top-level "lora" section, PEFT's LoraConfig ([Note: LoRA units] in models/lora.hpp)
   PrecisionConfig precision;
   CheckpointConfig checkpoint;

@@ -170,7 +170,7 @@ TEST_CASE("unknown keys at every depth") {
 }
 
 TEST_CASE("DeepSpeed keys that are not implemented yet") {
-  for (const char* key : {"amp", "activation_checkpointing", "wandb",
+  for (const char* key : {"amp", "wandb",
                           "hybrid_engine", "weight_quantization", "wall_clock_breakdown"}) {
     CAPTURE(key);
     json j = minimal();
@@ -358,6 +358,37 @@ TEST_CASE("lora section and zero_optimization.frozen_params") {
   CHECK(error_of({"lora.rank=4"}) == "config: lora.rank: unknown key");
   CHECK(error_of({"zero_optimization.frozen_params=\"offloaded\""}) ==
         "config: zero_optimization.frozen_params: expected \"sharded\" or \"replicated\", got \"offloaded\"");
+}
+
+TEST_CASE("activation_checkpointing: DeepSpeed's section with torchtitan's mode keys") {
+  using Mode = zt::ActivationCheckpointing::Mode;
+  CHECK_FALSE(zt::parse_config(minimal()).activation_checkpointing.enabled());
+  // The section turns it on, as DeepSpeed's checkpoint() calls do; its own keys change nothing here.
+  const Config d = zt::parse_config(with({"activation_checkpointing={\"partition_activations\": true, "
+                                          "\"contiguous_memory_optimization\": false, \"number_checkpoints\": 4, "
+                                          "\"synchronize_checkpoint_boundary\": false, \"profile\": false, "
+                                          "\"cpu_checkpointing\": true}"}));
+  CHECK(d.activation_checkpointing.mode == Mode::full);
+  CHECK(d.activation_checkpointing.cpu_checkpointing);
+  CHECK(d.activation_checkpointing.describe() == "full, inputs in host memory");
+  const Config op = zt::parse_config(with({"activation_checkpointing.mode=selective", "activation_checkpointing.selective_ac_option=op"}));
+  CHECK(op.activation_checkpointing.mode == Mode::selective_op);
+  const Config k = zt::parse_config(with({"activation_checkpointing.mode=selective", "activation_checkpointing.selective_ac_option=3"}));
+  CHECK(k.activation_checkpointing.mode == Mode::selective_block);
+  CHECK(k.activation_checkpointing.describe() == "selective every 3rd block");
+  // torchtitan's count: every k-th block from the first, 1-based.
+  std::vector<int> blocks;
+  for (int l = 0; l < 9; ++l)
+    if (k.activation_checkpointing.checkpoints(l)) blocks.push_back(l);
+  CHECK(blocks == std::vector<int>{2, 5, 8});
+  CHECK(zt::parse_config(with({"activation_checkpointing.mode=selective"})).activation_checkpointing.every == 2);
+  CHECK_FALSE(zt::parse_config(with({"activation_checkpointing.mode=none"})).activation_checkpointing.enabled());
+  CHECK(error_of({"activation_checkpointing.mode=selective", "activation_checkpointing.selective_ac_option=\"2x\""}) ==
+        "config: activation_checkpointing.selective_ac_option: expected \"op\" or a block frequency k >= 1, got \"2x\"");
+  CHECK(error_of({"activation_checkpointing.mode=selective", "activation_checkpointing.selective_ac_option=[1]"}) ==
+        "config: activation_checkpointing.selective_ac_option: expected \"op\" or a block frequency k >= 1, got [1]");
+  CHECK(error_of({"activation_checkpointing.cpu_checkpointing=1"}).find("activation_checkpointing.cpu_checkpointing") !=
+        std::string::npos);
 }
 
 TEST_CASE("bf16 and fp16: DeepSpeed's sections") {

@@ -26,7 +26,7 @@ ROOMS = [["cli"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], ["text"
 rank = {room: i for i, group in enumerate(ROOMS) for room in group}
 # What runtime/ may use of models/: the interface, its dimensions, the factory and the file formats
 # (GGUF's reader for the tokenizer metadata a GGUF file carries beside the weights).
-MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/lora.hpp", "models/init.hpp", "models/registry.hpp", "models/llmc_format.hpp",
+MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/lora.hpp", "models/checkpointing.hpp", "models/init.hpp", "models/registry.hpp", "models/llmc_format.hpp",
                      "models/foreign_formats.hpp", "models/gguf_file.hpp", "models/peft_format.hpp"}
 
 

@@ -425,6 +425,17 @@ MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
     e.stages.back().deepspeed = static_cast<size_t>(
         deepspeed_model_states(stage, e.num_params, e.deepspeed_largest_layer, world_size, cfg.zero));
   }
+  e.checkpointing = cfg.activation_checkpointing.describe();
+  using Mode = ActivationCheckpointing::Mode;
+  for (const Mode m : {Mode::none, Mode::full, Mode::selective_op, Mode::selective_block}) {
+    Config c = cfg;
+    ActivationCheckpointing& a = c.activation_checkpointing;
+    if (m == Mode::selective_block && a.mode != m) a.every = 2;
+    a.mode = m;
+    a.cpu_checkpointing = a.cpu_checkpointing && m != Mode::none;
+    const std::unique_ptr<Model> moded = make_run_model(c, e.dims, c.model.wte_units);
+    e.checkpointing_modes.emplace_back(a.describe(), estimate_stage(c, *moded, cfg.zero.stage, world_size));
+  }
   if (e.trainable_params < e.num_params) {  // [Note: frozen units]: stage 3 under both policies
     for (const char* policy : kFrozenPolicies) {
       Config c = cfg;
@@ -481,6 +492,20 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
       out += line;
     }
   }
+  {
+    char line[512];
+    std::snprintf(line, sizeof line, "\nactivation checkpointing at stage %d (configured: %s):\n", z.stage,
+                  e.checkpointing.c_str());
+    out += line;
+    const size_t none = e.checkpointing_modes.empty() ? 0 : e.checkpointing_modes[0].second.peak_of(MemCategory::activations);
+    for (const auto& [mode, s] : e.checkpointing_modes) {
+      const size_t act = s.peak_of(MemCategory::activations);
+      std::snprintf(line, sizeof line, "  %-32s activations %10s (%5.1f%% of none), total %10s\n", mode.c_str(),
+                    human_bytes(act).c_str(), none ? 100.0 * static_cast<double>(act) / static_cast<double>(none) : 0.0,
+                    human_bytes(s.total).c_str());
+      out += line;
+    }
+  }
   out +=
       "\n* the configured stage. Peaks per rank during a training step (from the second on), each category's\n"
       "own; total is the peak of their sum. Reductions are taken to stay in flight until reduce_bucket_size\n"
@@ -499,22 +524,26 @@ std::string format_estimate(const Config& cfg, const MemoryEstimate& e) {
   return out;
 }
 
+namespace {
+// A stage's peaks as the metrics file's peak_bytes.
+nlohmann::json peak_json(const StageEstimate& s) {
+  nlohmann::json peak;
+  for (size_t c = 0; c < kMemCategories; ++c) peak[category(c)] = s.peak[c];
+  peak["total"] = s.total;
+  return peak;
+}
+}  // namespace
+
 std::string estimate_json(const MemoryEstimate& e) {
   nlohmann::json stages = nlohmann::json::array();
-  for (const StageEstimate& s : e.stages) {
-    nlohmann::json peak;
-    for (size_t c = 0; c < kMemCategories; ++c) peak[category(c)] = s.peak[c];
-    peak["total"] = s.total;
-    stages.push_back({{"stage", s.stage}, {"peak_bytes", peak}, {"deepspeed_model_states", s.deepspeed}});
-  }
+  for (const StageEstimate& s : e.stages)
+    stages.push_back({{"stage", s.stage}, {"peak_bytes", peak_json(s)}, {"deepspeed_model_states", s.deepspeed}});
   nlohmann::json frozen = nlohmann::json::object();
-  for (size_t i = 0; i < e.frozen_policies.size(); ++i) {
-    nlohmann::json peak;
-    for (size_t c = 0; c < kMemCategories; ++c) peak[category(c)] = e.frozen_policies[i].peak[c];
-    peak["total"] = e.frozen_policies[i].total;
-    frozen[kFrozenPolicies[i]] = {{"peak_bytes", peak}};
-  }
+  for (size_t i = 0; i < e.frozen_policies.size(); ++i) frozen[kFrozenPolicies[i]] = {{"peak_bytes", peak_json(e.frozen_policies[i])}};
+  nlohmann::json modes = nlohmann::json::object();
+  for (const auto& [mode, s] : e.checkpointing_modes) modes[mode] = {{"peak_bytes", peak_json(s)}};
   return nlohmann::json{{"world_size", e.world_size},
+                        {"activation_checkpointing", {{"configured", e.checkpointing}, {"modes", modes}}},
                         {"params", e.num_params},
                         {"trainable_params", e.trainable_params},
                         {"stage3_frozen_params", frozen},

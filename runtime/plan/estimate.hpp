@@ -63,6 +63,11 @@ struct MemoryEstimate {
   // With frozen parameters: stage 3 under zero_optimization.frozen_params "sharded", then
   // "replicated" ([Note: frozen units] in runtime/zero/sharded_unit.hpp); empty without.
   std::vector<StageEstimate> frozen_policies;
+  // The configured stage under each activation checkpointing mode ([Note: activation
+  // checkpointing] in tensor/tape.hpp): none, full, selective op, selective by block (every the
+  // configured k, else 2nd), each with its ActivationCheckpointing::describe().
+  std::vector<std::pair<std::string, StageEstimate>> checkpointing_modes;
+  std::string checkpointing;  // the configured mode's describe()
 };
 
 // Per-rank peaks of a step for every stage, with `cfg`'s model, batch and zero_optimization

@@ -39,6 +39,7 @@ MetaPass::MetaPass(const Model& model, MetaAllocator& meta, int B, int T)
       host_(std::make_unique<LedgerHost>(meta.accounting())),
       model_(make_model(model.arch(), model.dims(), model.embedding_units())) {
   if (model.lora().enabled()) model_->apply_lora(model.lora());
+  model_->set_checkpointing(model.checkpointing());  // what forward keeps and recomputes
   for (int u = 0; u < model_->num_units(); ++u) {
     const UnitLayout& lay = model_->layout()[size_t(u)];
     const int64_t n = lay.numel;

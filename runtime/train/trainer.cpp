@@ -54,6 +54,7 @@ ModelDims resolve_dims(const Config& cfg) {
 
 std::unique_ptr<Model> make_run_model(const Config& cfg, const ModelDims& dims, int embedding_units) {
   std::unique_ptr<Model> model = make_model(cfg.model.arch, dims, embedding_units);
+  model->set_checkpointing(cfg.activation_checkpointing);
   if (!cfg.lora.enabled()) return model;
   try {
     model->apply_lora(cfg.lora);
@@ -427,6 +428,12 @@ std::string run_banner(const Trainer& t) {
                   : c.zero.frozen_params == "replicated" ? "replicated on every rank (zero_optimization.frozen_params)"
                                                           : "sharded, gathered for each use (zero_optimization.frozen_params)");
     banner += "\n" + std::string(buf);
+  }
+  if (const ActivationCheckpointing& a = c.activation_checkpointing; a.enabled()) {
+    int blocks = 0;
+    for (int l = 0; l < t.model().dims().n_layer; ++l) blocks += a.checkpoints(l);
+    banner += "\nactivation checkpointing: " + a.describe() + " (" + std::to_string(blocks) + " of " +
+              std::to_string(t.model().dims().n_layer) + " blocks recomputed in backward)";
   }
   return banner;
 }

@@ -116,15 +116,17 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
     f.write(struct.pack("<%dH" % n, *(r.randrange(50257) for _ in range(n))))
 PY
-train_e2e() {  # name stage attention
+train_e2e() {  # name stage attention [activation_checkpointing section]
+  local ac=""
+  [ -n "${4:-}" ] && ac=", \"activation_checkpointing\": $4"
   cat >"$OUT/$1.json" <<JSON
 {"model": {"n_layer": 12, "n_head": 12, "n_embd": 768, "max_seq_len": 1024, "vocab_size": 50257, "padded_vocab_size": 50304},
  "data": {"format": "llmc", "train": "$shard", "seq_len": 1024},
  "train": {"steps": 12, "seed": 5, "val_interval": 0, "device": "cuda", "attention": "${3:-ztrain}"},
  "zero_optimization": {"stage": $2}, "train_micro_batch_size_per_gpu": 16, "steps_per_print": 1,
- "optimizer": {"type": "AdamW", "params": {"lr": 6e-4, "weight_decay": 0.1}}, "gradient_clipping": 1.0}
+ "optimizer": {"type": "AdamW", "params": {"lr": 6e-4, "weight_decay": 0.1}}, "gradient_clipping": 1.0$ac}
 JSON
-  if [ -x "$build/ztrain" ]; then step "$1" 120 "$build/ztrain" train --config "$OUT/$1.json"; else
+  if [ -x "$build/ztrain" ]; then step "$1" 120 "$build/ztrain" train --config "$OUT/$1.json" --metrics "$OUT/$1.jsonl"; else
     note "$(printf '%-18s %-22s' "$1" "FAIL (not built)")"
     status=1
   fi
@@ -132,6 +134,10 @@ JSON
 train_e2e ztrain_stage0 0
 train_e2e ztrain_stage3 3
 train_e2e ztrain_cudnn 0 cudnn  # the same as stage 0, attention through cuDNN
+# Activation checkpointing on the device: full with the inputs in pinned host memory, and selective
+# by op; each must give stage 3's losses bit for bit ([Note: activation checkpointing]).
+train_e2e ztrain_ac_full 3 ztrain '{"mode": "full", "cpu_checkpointing": true}'
+train_e2e ztrain_ac_op 3 ztrain '{"mode": "selective", "selective_ac_option": "op"}'
 
 echo
 echo "==== test cases (doctest) ===="
@@ -149,6 +155,26 @@ for n in ztrain_stage0 ztrain_stage3 ztrain_cudnn; do
   mfu=$( [ -n "$gf" ] && [ -n "$gemm" ] && awk -v g="$gf" -v c="$gemm" 'BEGIN{printf "%.1f%%", g/1000/c*100}')
   echo "$n: ${line:-no step line} | MFU ${mfu:-?}"
   grep -h "error" "$OUT/$n.log" 2>/dev/null | head -3
+done
+echo "==== activation checkpointing on cuda: losses against stage 3's, step time and activations against none ===="
+for n in ztrain_ac_full ztrain_ac_op; do
+  python3 - "$OUT/ztrain_stage3.jsonl" "$OUT/$n.jsonl" "$n" <<'PY' || status=1
+import json, statistics, sys
+def rows(p):
+    try:
+        return [json.loads(l) for l in open(p) if '"loss"' in l]
+    except OSError:
+        return []
+ref, got = rows(sys.argv[1]), rows(sys.argv[2])
+if not ref or not got:
+    sys.exit(print(f"{sys.argv[3]}: no metrics"))
+same = [r["loss"] for r in ref] == [r["loss"] for r in got]
+ms = lambda rs: statistics.median(r["ms"] for r in rs[1:])
+act = lambda rs: rs[-1]["peak_bytes"]["activations"]
+print(f"{sys.argv[3]}: losses {'bitwise equal' if same else 'DIFFER'}; step {ms(got) / ms(ref):.2f}x, "
+      f"activations {act(got) / act(ref):.2f}x of stage 3 without")
+sys.exit(0 if same else 1)
+PY
 done
 echo "==== steps (logs in $OUT) ===="
 cat "$summary"

@@ -24,6 +24,31 @@ void back(const Tensor& t, const Tensor& there) {
 }
 }  // namespace
 
+WorkPtr Communicator::all_gather_async(const Tensor& in, const Tensor& out) {
+  WorkPtr w = start_all_gather(in, out);  // after the backend's checks: a refused call sent nothing
+  count_sent(static_cast<uint64_t>(size() - 1) * in.nbytes());
+  return w;
+}
+
+WorkPtr Communicator::reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) {
+  WorkPtr w = start_reduce_scatter(in, out, op);
+  count_sent(static_cast<uint64_t>(size() - 1) * out.nbytes());
+  return w;
+}
+
+WorkPtr Communicator::all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op) {
+  WorkPtr w = start_all_reduce(in, out, op);
+  const auto n = static_cast<uint64_t>(size());
+  count_sent(2 * (n - 1) * in.nbytes() / n);
+  return w;
+}
+
+WorkPtr Communicator::broadcast_async(const Tensor& buf, int root) {
+  WorkPtr w = start_broadcast(buf, root);
+  if (size() > 1) count_sent(buf.nbytes());
+  return w;
+}
+
 void Communicator::all_gather(const Tensor& in, const Tensor& out) {
   const Tensor i = in_memory(*this, in, true), o = in_memory(*this, out, false);
   all_gather_async(i, o)->wait();

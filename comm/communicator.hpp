@@ -12,6 +12,7 @@
 // Reductions of bf16 and f16 accumulate in f32 and round once, at the end.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -66,12 +67,18 @@ class Communicator {
 
   // Asynchronous collectives; many may be outstanding. Buffers must stay alive and untouched
   // until the Work completes. Operations start in the order they were issued, which must be the
-  // same on every rank.
-  virtual WorkPtr all_gather_async(const Tensor& in, const Tensor& out) = 0;
-  virtual WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
-  virtual WorkPtr all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
-  virtual WorkPtr broadcast_async(const Tensor& buf, int root) = 0;
-  virtual WorkPtr barrier_async() = 0;
+  // same on every rank. Each counts its bytes sent ([Note: bytes sent]).
+  WorkPtr all_gather_async(const Tensor& in, const Tensor& out);
+  WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op);
+  WorkPtr all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op);
+  WorkPtr broadcast_async(const Tensor& buf, int root);
+  WorkPtr barrier_async() { return start_barrier(); }
+
+  // [Note: bytes sent] What this rank sends over this communicator, counted as a ring algorithm
+  // sends it (nccl-tests' bus bandwidth): an all-gather or a reduce-scatter (n-1) shards, an
+  // all-reduce 2(n-1)/n of the buffer, a broadcast the buffer; nothing on one rank. The measure
+  // of a group's traffic whatever algorithm the backend picks; since the communicator was made.
+  uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
 
   // Blocking forms. These also take buffers outside memory() (host metadata over NCCL: flags,
   // checksums, ids), which travel through copies in memory().
@@ -96,6 +103,13 @@ class Communicator {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  protected:
+  // The backend's collectives, behind the public forms that count their bytes.
+  virtual WorkPtr start_all_gather(const Tensor& in, const Tensor& out) = 0;
+  virtual WorkPtr start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
+  virtual WorkPtr start_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
+  virtual WorkPtr start_broadcast(const Tensor& buf, int root) = 0;
+  virtual WorkPtr start_barrier() = 0;
+
   // Checks the shapes of [Note: collective shapes]; throws std::invalid_argument naming `op`.
   void check_gather(const char* op, const Tensor& small, const Tensor& large) const;
   void check_same(const char* op, const Tensor& in, const Tensor& out) const;
@@ -103,7 +117,10 @@ class Communicator {
   static void check_reducible(const char* op, DType t, ReduceOp r);
 
  private:
+  void count_sent(uint64_t bytes) { bytes_sent_.fetch_add(bytes, std::memory_order_relaxed); }
+
   std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
+  std::atomic<uint64_t> bytes_sent_{0};
 };
 
 // One rank, no MPI: collectives are copies. Lets ztrain run without mpirun and embed in programs

@@ -124,7 +124,7 @@ class MpiCommunicator final : public Communicator {
   int local_size() const override { return local_size_; }
   std::string_view backend() const override { return "mpi"; }
 
-  WorkPtr all_gather_async(const Tensor& in, const Tensor& out) override {
+  WorkPtr start_all_gather(const Tensor& in, const Tensor& out) override {
     check_gather("all_gather", in, out);
     const int c = mpi_count("all_gather", in.numel());
     const bool in_place = in.same_storage(out) && in.offset() == out.offset() + static_cast<int64_t>(rank_) * c;
@@ -136,7 +136,7 @@ class MpiCommunicator final : public Communicator {
     }, {});
   }
 
-  WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
+  WorkPtr start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override {
     check_gather("reduce_scatter", out, in);
     check_reducible("reduce_scatter", in.dtype(), op);
     const int c = mpi_count("reduce_scatter", out.numel());
@@ -178,7 +178,7 @@ class MpiCommunicator final : public Communicator {
     });
   }
 
-  WorkPtr all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
+  WorkPtr start_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) override {
     check_same("all_reduce", in, out);
     check_reducible("all_reduce", in.dtype(), op);
     const int n = mpi_count("all_reduce", in.numel());
@@ -210,7 +210,7 @@ class MpiCommunicator final : public Communicator {
     });
   }
 
-  WorkPtr broadcast_async(const Tensor& buf, int root) override {
+  WorkPtr start_broadcast(const Tensor& buf, int root) override {
     if (root < 0 || root >= size_)
       throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside [0, " + std::to_string(size_) + ")");
     const int n = mpi_count("broadcast", buf.numel());
@@ -222,7 +222,7 @@ class MpiCommunicator final : public Communicator {
     }, {});
   }
 
-  WorkPtr barrier_async() override {
+  WorkPtr start_barrier() override {
     return submit("barrier", Tensor(), [this] {
       MPI_Request r;
       check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");

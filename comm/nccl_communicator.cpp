@@ -304,7 +304,7 @@ class NcclCommunicator final : public Communicator {
   std::string_view backend() const override { return "nccl"; }
   Allocator& memory() const override { return cuda_allocator(s_->device); }
 
-  WorkPtr all_gather_async(const Tensor& in, const Tensor& out) override {
+  WorkPtr start_all_gather(const Tensor& in, const Tensor& out) override {
     check_gather("all_gather", in, out);
     check_device("all_gather", {in, out});
     const size_t bytes = in.nbytes();
@@ -314,7 +314,7 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
+  WorkPtr start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override {
     check_gather("reduce_scatter", out, in);
     check_device("reduce_scatter", {in, out});
     const ncclDataType_t t = reduce_type("reduce_scatter", in.dtype(), op);
@@ -325,7 +325,7 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  WorkPtr all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
+  WorkPtr start_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) override {
     check_same("all_reduce", in, out);
     check_device("all_reduce", {in, out});
     const ncclDataType_t t = reduce_type("all_reduce", in.dtype(), op);
@@ -335,7 +335,7 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  WorkPtr broadcast_async(const Tensor& buf, int root) override {
+  WorkPtr start_broadcast(const Tensor& buf, int root) override {
     if (root < 0 || root >= size_)
       throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside [0, " + std::to_string(size_) + ")");
     if (!buf.defined()) throw std::invalid_argument("broadcast: undefined buffer");
@@ -346,7 +346,7 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  WorkPtr barrier_async() override {
+  WorkPtr start_barrier() override {
     void* p = s_->barrier_buf.device_ptr();
     return issue("barrier", Tensor(), {}, "ncclAllReduce", true, [&](ncclComm_t c, cudaStream_t st) {
       return ncclAllReduce(p, p, 1, ncclInt32, ncclSum, c, st);

@@ -25,28 +25,28 @@ class SelfCommunicator final : public Communicator {
   int local_size() const override { return 1; }
   std::string_view backend() const override { return "self"; }
 
-  WorkPtr all_gather_async(const Tensor& in, const Tensor& out) override {
+  WorkPtr start_all_gather(const Tensor& in, const Tensor& out) override {
     check_gather("all_gather", in, out);
     copy(in, out);
     return done();
   }
-  WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
+  WorkPtr start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override {
     check_gather("reduce_scatter", out, in);
     check_reducible("reduce_scatter", in.dtype(), op);
     copy(in, out);
     return done();
   }
-  WorkPtr all_reduce_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
+  WorkPtr start_all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) override {
     check_same("all_reduce", in, out);
     check_reducible("all_reduce", in.dtype(), op);
     copy(in, out);
     return done();
   }
-  WorkPtr broadcast_async(const Tensor&, int root) override {
+  WorkPtr start_broadcast(const Tensor&, int root) override {
     if (root != 0) throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside [0, 1)");
     return done();
   }
-  WorkPtr barrier_async() override { return done(); }
+  WorkPtr start_barrier() override { return done(); }
   std::unique_ptr<Communicator> split(int, int) override { return make_self_communicator(); }
 
  private:

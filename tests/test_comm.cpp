@@ -447,6 +447,28 @@ TEST_CASE("barrier: nobody leaves before the last rank arrives") {
                                           << " arrived after 300 ms");
 }
 
+TEST_CASE("bytes sent: each collective counts what a ring sends, a refused one nothing, one rank nothing") {
+  for (const auto& [name, c] : comms()) {
+    CAPTURE(name);
+    const auto n = static_cast<uint64_t>(c->size());
+    const int64_t shard = 96;  // f32 elements a rank contributes
+    const Tensor small = Tensor::zeros({shard}), large = Tensor::zeros({shard * c->size()});
+    const uint64_t b = shard * 4;
+    auto sent = [&, c = c](const std::function<void()>& f) {
+      const uint64_t before = c->bytes_sent();
+      f();
+      return c->bytes_sent() - before;
+    };
+    CHECK(sent([&] { c->all_gather_async(small, large)->wait(); }) == (n - 1) * b);
+    CHECK(sent([&] { c->reduce_scatter_async(large, small, ReduceOp::sum)->wait(); }) == (n - 1) * b);
+    CHECK(sent([&] { c->all_reduce_async(large, large, ReduceOp::sum)->wait(); }) == 2 * (n - 1) * (b * n) / n);  // the buffer is n shards
+    CHECK(sent([&] { c->broadcast_async(small, 0)->wait(); }) == (n > 1 ? b : 0));
+    CHECK(sent([&] { c->barrier(); }) == 0);
+    const Tensor ints = Tensor::zeros({shard * c->size()}, DType::i32);
+    CHECK(sent([&] { CHECK_THROWS_AS(c->all_gather_async(small, ints), std::invalid_argument); }) == 0);
+  }
+}
+
 // ---- integer reductions: exact, or refused with a clear message -----------------------------------
 
 TEST_CASE("reductions of i32 and u16 are exact or refused with std::invalid_argument naming the dtype") {

@@ -5,7 +5,8 @@
 # and parameter offload (cpu, nvme) are bitwise equal to the same run without; a checkpoint resumed
 # on the same ranks is bitwise equal to the run that never stopped, and one resumed on another
 # world size stays within the tolerance; bf16 trains; the model exported as a Hugging Face folder
-# from a stage-3 checkpoint loads in transformers with ztrain's weights; estimate and trace run.
+# from a stage-3 checkpoint loads in transformers with ztrain's weights; estimate and trace run;
+# the bytes a stage-0 step sends are the ring's count for the model's padded gradients.
 # usage: test_zero_llama.sh MPIRUN ZTRAIN PYTHON
 set -u
 mpirun=$1 ztrain=$2 python=$3
@@ -86,6 +87,17 @@ print(f"res_b: {'bitwise equal' if same else 'DIFFERS'} to the run that never st
 bad += not same
 print("res_np3: resumed on 3 ranks from 2 ranks' checkpoint")
 bad += check("res_np3", [r for r in ref if r["step"] > 10], [r for r in lines("res_np3") if r["step"] > 10])
+# Bytes sent ([Note: bytes sent]): at stage 0 a step all-reduces every unit's full f32 gradients,
+# padded to the shard geometry, and the loss: 2(n-1)/n of each, counted as a ring sends them.
+C, F, L, V, K, hd = 32, 48, 4, 256, 2, 8
+block = 2 * C + (4 + 2 * 2) * hd * C + C * 4 * hd + 3 * F * C
+units = [V // K * C] * K + [block] * L + [C] + [V // K * C] * K  # embedding, blocks, final norm, head
+for np_ in (2, 3):
+    pad = lambda n: -(-n // (np_ * 32)) * np_ * 32
+    want = sum(2 * (np_ - 1) * pad(u) * 4 // np_ for u in units) + 2 * (np_ - 1) * 4 // np_
+    got = {r["comm_bytes"] for r in lines(f"np{np_}_s0") if "comm_bytes" in r}
+    print(f"np{np_}_s0: {got} bytes sent a step, the ring's count {want}")
+    bad += got != {want}
 b = [r["loss"] for r in lines("bf16") if "loss" in r]
 f = [r["loss"] for r in ref if "loss" in r]
 print(f"bf16: loss {b[0]:.3f} -> {b[-1]:.3f} (fp32 {f[0]:.3f} -> {f[-1]:.3f})")

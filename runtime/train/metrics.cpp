@@ -48,7 +48,7 @@ void MetricsWriter::write(const StepStats& s) {
   for (size_t c = 0; c < kMemCategories; ++c) peak[std::string(category_name(static_cast<MemCategory>(c)))] = s.mem.peak[c];
   peak["total"] = s.mem.total_peak;
   nlohmann::json j{{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"ms", s.ms}, {"tokens_per_s", s.tokens_per_s},
-                   {"tflops", s.tflops}, {"peak_bytes", peak}};
+                   {"tflops", s.tflops}, {"peak_bytes", peak}, {"comm_bytes", s.comm_bytes}};
   // JSON has no inf: a skipped step's norm is left out.
   if (std::isfinite(s.grad_norm)) j["grad_norm"] = s.grad_norm;
   if (s.loss_scale > 0) j["loss_scale"] = s.loss_scale;

@@ -24,6 +24,7 @@ struct StepStats {
   double tokens_per_s = 0;
   double tflops = 0;     // achieved, llm.c's FLOP count
   MemSnapshot mem;       // peaks are this step's
+  uint64_t comm_bytes = 0;  // sent by this rank in the step ([Note: bytes sent] in comm/communicator.hpp)
 };
 
 class MetricsWriter {

@@ -246,6 +246,7 @@ StepStats Trainer::step() {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   comm_.memory().accounting().reset_peaks();  // where the model lives
+  const uint64_t sent_before = bytes_sent();
   engine_->begin_step();
 
   // [Note: masked loss] The step's loss is the mean over the targets it counts on every rank
@@ -315,7 +316,12 @@ StepStats Trainer::step() {
   s.tokens_per_s = tokens / (s.ms / 1e3);
   s.tflops = model_->flops_per_token(T_) * tokens / (s.ms / 1e3) / 1e12;
   s.mem = comm_.memory().accounting().snapshot();
+  s.comm_bytes = bytes_sent() - sent_before;
   return s;
+}
+
+uint64_t Trainer::bytes_sent() const {
+  return comm_.bytes_sent() + (&host_comm_ != &comm_ ? host_comm_.bytes_sent() : 0);
 }
 
 void Trainer::throw_nonfinite(double loss, double norm) const {

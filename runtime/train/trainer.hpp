@@ -78,6 +78,8 @@ class Trainer {
   double mean_over_ranks(double v);
   double sum_over_ranks(double v);
   int64_t count_over_ranks(int64_t n);  // exact, over the host communicator
+  // What this rank sent over the run's communicators so far ([Note: bytes sent]).
+  uint64_t bytes_sent() const;
   [[noreturn]] void throw_nonfinite(double loss, double norm) const;
 
   Config cfg_;

@@ -448,13 +448,14 @@ TEST_CASE("barrier: nobody leaves before the last rank arrives") {
 }
 
 TEST_CASE("bytes sent: each collective counts what a ring sends, a refused one nothing, one rank nothing") {
-  for (const auto& [name, c] : comms()) {
-    CAPTURE(name);
+  for (const NamedComm& named : comms()) {  // (no structured bindings: clang's lambdas cannot capture them)
+    Communicator* const c = named.comm;
+    CAPTURE(named.name);
     const auto n = static_cast<uint64_t>(c->size());
     const int64_t shard = 96;  // f32 elements a rank contributes
     const Tensor small = Tensor::zeros({shard}), large = Tensor::zeros({shard * c->size()});
     const uint64_t b = shard * 4;
-    auto sent = [&, c = c](const std::function<void()>& f) {
+    auto sent = [&](const std::function<void()>& f) {
       const uint64_t before = c->bytes_sent();
       f();
       return c->bytes_sent() - before;

@@ -9,6 +9,7 @@
 
 #include "comm/mpi_progress.hpp"
 #include "comm/mpi_ring.hpp"
+#include "comm/shm_channel.hpp"
 
 namespace zt {
 
@@ -104,6 +105,11 @@ class MpiCommunicator final : public Communicator {
     const char* pause = std::getenv("ZT_MPI_POLL_US");
     poll_us_ = pause ? std::atoi(pause) : 0;
     progress_ = std::make_shared<mpi::Progress>(!(mode && std::string(mode) == "poll"), poll_us_);
+    // [Note: shared-memory collectives] where every rank is on this host; ZT_MPI_SHM=0 keeps
+    // MPI's own (to compare them).
+    const char* shm = std::getenv("ZT_MPI_SHM");
+    if (size_ > 1 && local_size_ == size_ && !(shm && std::string(shm) == "0"))
+      channel_ = mpi::make_shm_channel(comm_, rank_, size_);
   }
 
   CommProgress progress() const override { return progress_->threaded() ? CommProgress::thread : CommProgress::poll; }
@@ -129,6 +135,8 @@ class MpiCommunicator final : public Communicator {
     const int c = mpi_count("all_gather", in.numel());
     const bool in_place = in.same_storage(out) && in.offset() == out.offset() + static_cast<int64_t>(rank_) * c;
     const MPI_Datatype t = wire_type(in.dtype());
+    // Not through the shared-memory channel: Open MPI's all-gather copies once, from the peers'
+    // buffers (its vader transport's CMA), where the channel's copies twice (bench/RESULTS.md).
     return submit("all_gather", in, [=, this] {
       MPI_Request r;
       check(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.raw(), c, t, out.raw(), c, t, comm_, &r), "MPI_Iallgather");
@@ -142,6 +150,10 @@ class MpiCommunicator final : public Communicator {
     const int c = mpi_count("reduce_scatter", out.numel());
     const bool avg = op == ReduceOp::avg;
     const auto n_ranks = static_cast<float>(size_);
+    if (channel_)
+      return submit("reduce_scatter", out, [=, this] {
+        return mpi::shm_reduce_scatter(channel_, in.raw(), out.raw(), c, in.dtype(), op);
+      }, {});
     if (is_half(in.dtype())) {
       auto stage = staging_->get(in.numel() + c);
       const uint64_t ring = number_ring(c);
@@ -184,6 +196,10 @@ class MpiCommunicator final : public Communicator {
     const int n = mpi_count("all_reduce", in.numel());
     const bool avg = op == ReduceOp::avg;
     const auto n_ranks = static_cast<float>(size_);
+    if (channel_)
+      return submit("all_reduce", in, [=, this] {
+        return mpi::shm_all_reduce(channel_, in.raw(), out.raw(), n, in.dtype(), op);
+      }, {});
     if (is_half(in.dtype())) {
       // Out of place in f32: Open MPI's in-place all-reduce runs several times slower here.
       auto stage = staging_->get(2 * static_cast<int64_t>(n));
@@ -215,6 +231,8 @@ class MpiCommunicator final : public Communicator {
       throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside [0, " + std::to_string(size_) + ")");
     const int n = mpi_count("broadcast", buf.numel());
     const MPI_Datatype t = wire_type(buf.dtype());
+    if (channel_)
+      return submit("broadcast", buf, [=, this] { return mpi::shm_broadcast(channel_, buf.raw(), n, buf.dtype(), root); }, {});
     return submit("broadcast", buf, [=, this] {
       MPI_Request r;
       check(MPI_Ibcast(buf.raw(), n, t, root, comm_, &r), "MPI_Ibcast");
@@ -223,6 +241,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   WorkPtr start_barrier() override {
+    if (channel_) return submit("barrier", Tensor(), [this] { return mpi::shm_barrier(channel_); }, {});
     return submit("barrier", Tensor(), [this] {
       MPI_Request r;
       check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");
@@ -279,6 +298,7 @@ class MpiCommunicator final : public Communicator {
   // abandoned Work) still has somewhere to go back to.
   std::shared_ptr<StagingPool> staging_ = std::make_shared<StagingPool>();
   std::shared_ptr<mpi::Progress> progress_;  // shared with the Works, which poll it in the polled mode
+  std::shared_ptr<mpi::ShmChannel> channel_;  // [Note: shared-memory collectives]; null across hosts
   int poll_us_ = 0;
 };
 

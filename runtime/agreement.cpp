@@ -126,6 +126,9 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c
   add(zo + "sub_group_size", z.sub_group_size);
   add(zo + "stage3_gather_16bit_weights_on_model_save", z.gather_16bit_on_save);
   add(zo + "frozen_params", z.frozen_params);
+  add(zo + "hybrid", z.hybrid);
+  add(zo + "shard_group_size", z.shard_group_size);
+  add(zo + "zero_hpz_partition_size", z.hpz_partition_size);
   const ActivationCheckpointing& ac = c.activation_checkpointing;
   add("activation_checkpointing", ac.describe());
   const LoraConfig& l = c.lora;

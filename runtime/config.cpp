@@ -332,9 +332,8 @@ void read_scheduler(Section& top, SchedulerConfig& c, Seen& seen) {
 
 // DeepSpeed's zero_optimization keys that ztrain does not implement yet.
 constexpr std::string_view kZeroNotYet[] = {
-    "round_robin_gradients", "elastic_checkpoint", "zero_hpz_partition_size", "zero_quantized_weights",
-    "zero_quantized_gradients", "zero_quantized_nontrainable_weights", "mics_shard_size",
-    "mics_hierarchical_params_gather", "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
+    "round_robin_gradients", "elastic_checkpoint", "zero_quantized_weights",
+    "zero_quantized_gradients", "zero_quantized_nontrainable_weights", "mics_hierarchical_params_gather", "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
     "memory_efficient_linear", "use_all_reduce_for_fetch_params", "stage3_model_persistence_threshold",
     "module_granularity_threshold", "pipeline_loading_checkpoint", "override_module_apply", "legacy_stage1",
     "zeropp_loco_param", "log_trace_cache_warnings", "load_from_fp32_weights",
@@ -342,7 +341,7 @@ constexpr std::string_view kZeroNotYet[] = {
 
 // FSDP's sharding strategies and the stage each one is.
 constexpr std::pair<std::string_view, int> kShardingStrategies[] = {
-    {"NO_SHARD", 0}, {"SHARD_GRAD_OP", 2}, {"FULL_SHARD", 3}};
+    {"NO_SHARD", 0}, {"SHARD_GRAD_OP", 2}, {"FULL_SHARD", 3}, {"HYBRID_SHARD", 3}, {"_HYBRID_SHARD_ZERO2", 2}};
 
 // An element count: DeepSpeed configs write sizes as 5e8, so an integral float is one too.
 void get_count(Section& s, std::string_view key, int64_t& dst) {
@@ -408,16 +407,39 @@ void read_zero(Section& top, ZeroConfig& z) {
   if (has_stage && (z.stage < 0 || z.stage > 3)) fail(s->path("stage"), "must be 0, 1, 2 or 3, got " + num(z.stage));
   std::string strategy;
   if (s->get("sharding_strategy", strategy)) {
-    if (strategy == "HYBRID_SHARD" || strategy == "_HYBRID_SHARD_ZERO2")
-      fail(s->path("sharding_strategy"), show(strategy) + " is an FSDP strategy that ztrain does not implement yet");
     const auto* it = std::find_if(std::begin(kShardingStrategies), std::end(kShardingStrategies),
                                   [&](const auto& e) { return e.first == strategy; });
     if (it == std::end(kShardingStrategies))
-      fail(s->path("sharding_strategy"), "expected \"NO_SHARD\", \"SHARD_GRAD_OP\" or \"FULL_SHARD\", got " + show(strategy));
+      fail(s->path("sharding_strategy"), "expected \"NO_SHARD\", \"SHARD_GRAD_OP\", \"FULL_SHARD\", \"HYBRID_SHARD\" or "
+                                         "\"_HYBRID_SHARD_ZERO2\", got " + show(strategy));
     if (has_stage && it->second != z.stage)
       fail(s->path("sharding_strategy"), show(strategy) + " is stage " + std::to_string(it->second) +
                                              ", but zero_optimization.stage is " + std::to_string(z.stage));
     z.stage = it->second;
+    z.hybrid = strategy.find("HYBRID") != std::string::npos;
+  }
+  // [Note: shard groups]: the group size, FSDP's way (shard_group_size with a hybrid strategy,
+  // ztrain's key for the device mesh's shard dimension) or DeepSpeed's (mics_shard_size, -1 off).
+  const bool has_group = s->get("shard_group_size", z.shard_group_size);
+  int mics = -1;
+  if (s->get("mics_shard_size", mics) && mics != -1) {
+    if (mics < 1) fail(s->path("mics_shard_size"), "must be >= 1 (or -1: off), got " + num(mics));
+    if (has_stage && z.stage != 3) fail(s->path("mics_shard_size"), "needs zero_optimization.stage 3, got stage " + num(z.stage));
+    if (!strategy.empty() && strategy != "HYBRID_SHARD")
+      fail(s->path("mics_shard_size"), "is hybrid sharding at stage 3, but sharding_strategy is " + show(strategy));
+    if (has_group && z.shard_group_size != mics)
+      fail(s->path("mics_shard_size"), num(mics) + " and shard_group_size " + num(z.shard_group_size) + " disagree");
+    z.stage = 3, z.hybrid = true, z.shard_group_size = mics;
+  }
+  if (has_group && !z.hybrid)
+    fail(s->path("shard_group_size"), "applies to sharding_strategy \"HYBRID_SHARD\" or \"_HYBRID_SHARD_ZERO2\" (or mics_shard_size) only");
+  if (has_group && z.shard_group_size < 1) fail(s->path("shard_group_size"), "must be >= 1, got " + num(z.shard_group_size));
+  if (s->get("zero_hpz_partition_size", z.hpz_partition_size)) {
+    if (z.hpz_partition_size < 1) fail(s->path("zero_hpz_partition_size"), "must be >= 1, got " + num(z.hpz_partition_size));
+    if (z.hpz_partition_size > 1 && z.stage != 3)
+      fail(s->path("zero_hpz_partition_size"), "needs zero_optimization.stage 3, got stage " + num(z.stage));
+    if (z.hpz_partition_size > 1 && z.hybrid)
+      fail(s->path("zero_hpz_partition_size"), "with hybrid sharding: the shard group already keeps every gather within it");
   }
   s->get("overlap_comm", z.overlap_comm);
   s->get("reduce_scatter", z.reduce_scatter);
@@ -446,6 +468,8 @@ void read_zero(Section& top, ZeroConfig& z) {
     fail(s->path("offload_optimizer.device"), "needs zero_optimization.stage 1, 2 or 3 (stage 0 has no shard to offload)");
   if (z.offload_param.enabled() && z.stage != 3)
     fail(s->path("offload_param.device"), "needs zero_optimization.stage 3, got stage " + std::to_string(z.stage));
+  if (z.offload_param.enabled() && z.hpz_partition_size > 1)
+    fail(s->path("zero_hpz_partition_size"), "with offload_param is not implemented yet (the secondary shard would stay on the device)");
   if (z.reduce_bucket_size == 0) fail(s->path("reduce_bucket_size"), "must be > 0");
   if (z.allgather_bucket_size == 0) fail(s->path("allgather_bucket_size"), "must be > 0");
 }

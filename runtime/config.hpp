@@ -154,6 +154,16 @@ struct ZeroConfig {
   // runtime/zero/sharded_unit.hpp): "sharded" (each rank its shard, gathered for each use) or
   // "replicated" (whole on every rank, never gathered); a ztrain key, not DeepSpeed's.
   std::string frozen_params = "sharded";
+  // [Note: shard groups] in runtime/zero/groups.hpp. hybrid: FSDP's HYBRID_SHARD (stage 3) and
+  // _HYBRID_SHARD_ZERO2 (stage 2), or DeepSpeed's MiCS (mics_shard_size, stage 3): units sharded
+  // within groups of shard_group_size consecutive ranks (0: the ranks per host), replicated
+  // across the groups.
+  bool hybrid = false;
+  int shard_group_size = 0;
+  // ZeRO++'s hpZ (zero_hpz_partition_size, stage 3): after a unit's gather over every rank, each
+  // keeps a secondary shard of its 16-bit parameters within groups of this many consecutive ranks,
+  // and the unit's later gathers (backward, recompute) stay within the group. 1: none.
+  int hpz_partition_size = 1;
 };
 
 // DeepSpeed's bf16 and fp16 sections ([Note: mixed precision] in runtime/zero/sharded_unit.hpp).

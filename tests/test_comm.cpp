@@ -49,7 +49,9 @@ struct NamedComm {
 // The communicators every sweep runs on.
 std::vector<NamedComm> comms() { return {{"world", &world()}, {"self", g_self.get()}}; }
 
-constexpr int64_t kCounts[] = {0, 1, 2, 3, 7, 1000, 4099};
+// 150001: several steps of a shared-memory collective, the last one short ([Note: shared-memory
+// collectives] in comm/shm_channel.hpp: 256 KiB a region a step).
+constexpr int64_t kCounts[] = {0, 1, 2, 3, 7, 1000, 4099, 150001};
 constexpr DType kFloats[] = {DType::f32, DType::bf16, DType::f16};
 constexpr DType kMoved[] = {DType::f32, DType::bf16, DType::f16, DType::i32};  // gathered, broadcast
 constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max};

@@ -1,4 +1,5 @@
 #include "runtime/config.hpp"
+#include "runtime/zero/groups.hpp"
 #include "tests/test_util.hpp"
 
 #include <doctest/doctest.h>
@@ -218,10 +219,47 @@ TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not th
   CHECK(zt::parse_config(with({"zero_optimization.stage=3", "zero_optimization.sharding_strategy=FULL_SHARD"})).zero.stage == 3);
   CHECK(error_of({"zero_optimization.stage=1", "zero_optimization.sharding_strategy=FULL_SHARD"}) ==
         "config: zero_optimization.sharding_strategy: \"FULL_SHARD\" is stage 3, but zero_optimization.stage is 1");
-  CHECK(error_of({"zero_optimization.sharding_strategy=HYBRID_SHARD"}) ==
-        "config: zero_optimization.sharding_strategy: \"HYBRID_SHARD\" is an FSDP strategy that ztrain does not implement yet");
   CHECK(error_of({"zero_optimization.sharding_strategy=full"}) ==
-        "config: zero_optimization.sharding_strategy: expected \"NO_SHARD\", \"SHARD_GRAD_OP\" or \"FULL_SHARD\", got \"full\"");
+        "config: zero_optimization.sharding_strategy: expected \"NO_SHARD\", \"SHARD_GRAD_OP\", \"FULL_SHARD\", "
+        "\"HYBRID_SHARD\" or \"_HYBRID_SHARD_ZERO2\", got \"full\"");
+  // [Note: shard groups]: FSDP's hybrid strategies, DeepSpeed's MiCS and hpZ.
+  const zt::Config h3 = zt::parse_config(with({"zero_optimization.sharding_strategy=HYBRID_SHARD"}));
+  CHECK((h3.zero.stage == 3 && h3.zero.hybrid && h3.zero.shard_group_size == 0));
+  const zt::Config h2 = zt::parse_config(
+      with({"zero_optimization.sharding_strategy=_HYBRID_SHARD_ZERO2", "zero_optimization.shard_group_size=4"}));
+  CHECK((h2.zero.stage == 2 && h2.zero.hybrid && h2.zero.shard_group_size == 4));
+  const zt::Config mics = zt::parse_config(with({"zero_optimization.mics_shard_size=8"}));
+  CHECK((mics.zero.stage == 3 && mics.zero.hybrid && mics.zero.shard_group_size == 8));
+  CHECK_FALSE(zt::parse_config(with({"zero_optimization.mics_shard_size=-1"})).zero.hybrid);
+  CHECK(zt::parse_config(with({"zero_optimization.stage=3", "zero_optimization.zero_hpz_partition_size=8"})).zero.hpz_partition_size == 8);
+  CHECK(error_of({"zero_optimization.sharding_strategy=HYBRID_SHARD", "zero_optimization.stage=2"}) ==
+        "config: zero_optimization.sharding_strategy: \"HYBRID_SHARD\" is stage 3, but zero_optimization.stage is 2");
+  CHECK(error_of({"zero_optimization.stage=3", "zero_optimization.shard_group_size=2"}) ==
+        "config: zero_optimization.shard_group_size: applies to sharding_strategy \"HYBRID_SHARD\" or "
+        "\"_HYBRID_SHARD_ZERO2\" (or mics_shard_size) only");
+  CHECK(error_of({"zero_optimization.sharding_strategy=HYBRID_SHARD", "zero_optimization.shard_group_size=0"}) ==
+        "config: zero_optimization.shard_group_size: must be >= 1, got 0");
+  CHECK(error_of({"zero_optimization.stage=2", "zero_optimization.mics_shard_size=2"}) ==
+        "config: zero_optimization.mics_shard_size: needs zero_optimization.stage 3, got stage 2");
+  CHECK(error_of({"zero_optimization.sharding_strategy=HYBRID_SHARD", "zero_optimization.shard_group_size=4",
+                  "zero_optimization.mics_shard_size=2"}) ==
+        "config: zero_optimization.mics_shard_size: 2 and shard_group_size 4 disagree");
+  CHECK(error_of({"zero_optimization.stage=2", "zero_optimization.zero_hpz_partition_size=2"}) ==
+        "config: zero_optimization.zero_hpz_partition_size: needs zero_optimization.stage 3, got stage 2");
+  CHECK(error_of({"zero_optimization.sharding_strategy=HYBRID_SHARD", "zero_optimization.zero_hpz_partition_size=2"}) ==
+        "config: zero_optimization.zero_hpz_partition_size: with hybrid sharding: the shard group already keeps every "
+        "gather within it");
+  CHECK(error_of({"zero_optimization.stage=3", "zero_optimization.zero_hpz_partition_size=2",
+                  "zero_optimization.offload_param.device=cpu"}) ==
+        "config: zero_optimization.zero_hpz_partition_size: with offload_param is not implemented yet (the secondary "
+        "shard would stay on the device)");
+  // The group against the world, where the run knows it.
+  CHECK(zt::shard_group_ranks(h3.zero, 16, 8) == 8);
+  CHECK(zt::shard_group_ranks(h2.zero, 16, 8) == 4);
+  CHECK(zt::shard_group_ranks(zt::ZeroConfig{}, 16, 8) == 16);
+  CHECK_THROWS_WITH_AS(zt::shard_group_ranks(h2.zero, 6, 6),
+                       "config: zero_optimization.shard_group_size is 4, which does not divide the world size 6 into "
+                       "groups of consecutive ranks", zt::ConfigError);
   CHECK(error_of({"zero_optimization.stage=4"}) == "config: zero_optimization.stage: must be 0, 1, 2 or 3, got 4");
   CHECK(error_of({"zero_optimization.stage=\"3\""}) == "config: zero_optimization.stage: expected an integer, got \"3\"");
   CHECK(error_of({"zero_optimization.reduce_bucket_size=auto"}) ==

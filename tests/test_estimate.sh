@@ -87,6 +87,10 @@ lora="--set lora.r=8 --set lora.target_modules=[\"c_attn\",\"c_fc\"]"
 case_ np2lora 2 $lora
 stages="3" case_ np2lorarep 2 $lora --set zero_optimization.frozen_params=replicated
 
+# [Note: shard groups]: 4 ranks in groups of 2; hybrid (MiCS's key: the estimate sets stage 3)
+# shards over the group, hpZ over every rank with a secondary shard a unit within the group.
+stages="3" case_ np4hybrid 4 --set zero_optimization.mics_shard_size=2
+stages="3" case_ np4hpz 4 --set zero_optimization.zero_hpz_partition_size=2 --set bf16.enabled=true
 # The table form marks the configured stage; a bad world size is a usage error.
 out=$("$ztrain" estimate --config "$dir/c.json" --world-size 2 --set zero_optimization.stage=3 2>&1) \
   || fail "estimate (table) failed: $out"
@@ -100,7 +104,7 @@ d = sys.argv[1]
 keys = ("parameters", "gradients", "optimizer", "activations", "communication", "other", "total")
 bad = 0
 for name in ("np2", "np3", "np2split", "np2bf16", "np3fp16", "np2cpu", "np2nvme", "np2param", "np2paramcpu", "np2lora",
-             "np2lorarep"):
+             "np2lorarep", "np4hybrid", "np4hpz"):
     est = json.load(open(os.path.join(d, f"est_{name}.json")))
     floor = json.load(open(os.path.join(d, f"floor_{name}.json")))
     for s in map(int, open(os.path.join(d, f"stages_{name}")).read().split()):

@@ -8,63 +8,20 @@
 #   2. ztrain's Communicator sees local_size 2 and local_rank 0,1 on each host (MPI_Comm_split_type),
 #      read from test_comm's identity case run with -s (doctest prints every CHECK's values);
 #   3. test_comm's collectives all pass across the hosts, and the traffic went over the veth;
-#   4. ztrain train on 4 ranks x micro-batch 2 over 2 hosts matches 1 rank x micro-batch 8.
+#   4. ztrain train on 4 ranks x micro-batch 2 over 2 hosts matches 1 rank x micro-batch 8;
+#   5. FULL_SHARD, HYBRID_SHARD (groups = hosts) and hpZ over the 2 hosts match 1 rank, and the bytes
+#      crossing the veth a step fall as the groups imply (see there).
 # Exits 77 (skipped) where namespaces cannot be made (no CAP_SYS_ADMIN, no `ip`, no veth). Every
 # mpirun is bounded by `timeout 120`; the namespaces and whatever runs in them go on exit.
 # usage: test_multihost.sh MPIRUN TEST_COMM ZTRAIN
 set -u
 [ $# -eq 3 ] || { echo "usage: test_multihost.sh MPIRUN TEST_COMM ZTRAIN" >&2; exit 2; }
 mpirun=$1 test_comm=$2 ztrain=$3
-agent=$(cd "$(dirname "$0")" && pwd)/netns_rsh.sh
-nsa=ztmh$$a nsb=ztmh$$b host_a=ztmh-host-a host_b=ztmh-host-b ip_a=10.77.0.1 ip_b=10.77.0.2 if=ztmh0
-dir=$(mktemp -d "${TMPDIR:-/tmp}/ztrain_multihost.XXXXXX")
-made=""
-cleanup() {
-  for ns in $made; do
-    pids=$(ip netns pids "$ns" 2>/dev/null)
-    # shellcheck disable=SC2086
-    [ -n "$pids" ] && kill -9 $pids 2>/dev/null  # ours: only what this script started runs there
-    ip netns del "$ns" 2>/dev/null
-  done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 143' INT TERM HUP
 skip() { echo "SKIP: $*"; exit 77; }
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-command -v ip >/dev/null 2>&1 || skip "no ip command (iproute2)"
-command -v unshare >/dev/null 2>&1 || skip "no unshare command (util-linux)"
-for ns in $nsa $nsb; do
-  ip netns add "$ns" 2>"$dir/err" || skip "cannot create a network namespace: $(head -n 1 "$dir/err")"
-  made="$made $ns"
-  ip netns exec "$ns" unshare --uts true 2>"$dir/err" ||
-    skip "cannot enter a network + UTS namespace: $(head -n 1 "$dir/err")"
-done
-ip link add name $if netns "$nsa" type veth peer name $if netns "$nsb" 2>"$dir/err" ||
-  skip "cannot create a veth pair: $(head -n 1 "$dir/err")"
-{ ip -n "$nsa" addr add $ip_a/24 dev $if && ip -n "$nsb" addr add $ip_b/24 dev $if &&
-  ip -n "$nsa" link set lo up && ip -n "$nsa" link set $if up &&
-  ip -n "$nsb" link set lo up && ip -n "$nsb" link set $if up; } || { echo "FAIL: cannot configure the veth pair"; exit 1; }
-export ZT_NETNS_HOSTS="$ip_a=$nsa=$host_a $ip_b=$nsb=$host_b"
-
-# launch OUT HOSTS ARGS...: mpirun on host a, output to OUT; sets rc. In the background so that a
-# signal runs the cleanup at once.
-launch() {
-  out=$1 hosts=$2
-  shift 2
-  timeout -k 10 120 ip netns exec "$nsa" unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$host_a" \
-    "$mpirun" --allow-run-as-root --bind-to none --host "$hosts" -np 4 --mca plm_rsh_agent "$agent" \
-    --mca oob_tcp_if_include $if --mca btl_tcp_if_include $if --mca pml ob1 --mca btl tcp,self \
-    "$@" >"$out" 2>&1 </dev/null &
-  wait $!
-  rc=$?
-  case $rc in 124 | 137) fail "mpirun $* timed out after 120 s: $(tail -n 20 "$out")" ;; esac
-}
-veth_bytes() { ip netns exec "$nsa" cat /sys/class/net/$if/statistics/rx_bytes /sys/class/net/$if/statistics/tx_bytes |
-  awk '{ s += $1 } END { print s }'; }
-hosts="$ip_a:2,$ip_b:2"
+tests_dir=$(cd "$(dirname "$0")" && pwd)
+. "$tests_dir/netns_hosts.sh"
 
 # 1. Placement, as Open MPI tells each rank (OMPI_COMM_WORLD_LOCAL_*, what detect_launch reads).
 launch "$dir/where.out" "$hosts" sh -c \
@@ -131,6 +88,67 @@ timeout 120 "$ztrain" train --config "$dir/c.json" --set train_micro_batch_size_
   >"$dir/np1.out" 2>&1 </dev/null || fail "np=1 run failed: $(cat "$dir/np1.out")"
 python3 "$(dirname "$0")/compare_metrics.py" "$dir/np1.jsonl" "$dir/np4.jsonl" --lines $((6 + 2)) ||
   fail "losses of 4 ranks on 2 hosts differ from 1 rank"
+
+# 5. Hybrid sharding across the hosts ([Note: shard groups]): FULL_SHARD, HYBRID_SHARD (its
+# default group, the ranks per host) and hpZ (groups of 2) each train as one rank does, and the
+# bytes crossing between the hosts a step fall as the groups imply. Per step: the veth's counters
+# over a 6-step run less those over a 2-step one, / 4; beside them the communicator's inter-group
+# bytes a rank sent, and what a ring implies crosses the hosts: a world ring 0-1-2-3 crosses twice
+# (2 of its 4 ranks send to the other host), a replica pair {0,2} or {1,3} with both its ranks,
+# so 2 x a rank's world bytes and 4 x its replica bytes. Open MPI picks its own all-gather and
+# all-reduce algorithms (the reduce-scatter is ztrain's ring): its all-gather over 4 ranks
+# (recursive doubling) crosses with 4 ranks x 2 shards where a ring crosses with 2 x 3, so a world
+# that gathers twice for each reduce-scatter sends (2 x 4/3 + 1) / 3 = 1.22 x the ring's count
+# (measured 1.21 for FULL_SHARD, 1.18 for hpZ, 1.00 for hybrid's replica all-reduces), and TCP adds
+# its headers: the veth must hold within [0.9, 1.4] x the ring's count, and hybrid must send less
+# than half of FULL_SHARD's.
+cat > "$dir/h.json" <<JSON
+{"model": {"arch": "llama", "n_layer": 4, "n_head": 4, "n_kv_head": 2, "n_embd": 64, "intermediate_size": 96,
+           "tie_word_embeddings": false, "max_seq_len": 32, "wte_units": 2},
+ "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 32},
+ "train": {"steps": 6, "threads": 1, "val_interval": 0},
+ "train_micro_batch_size_per_gpu": 2, "steps_per_print": 1,
+ "optimizer": {"params": {"lr": 0.003}},
+ "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}
+JSON
+timeout 120 "$ztrain" train --config "$dir/h.json" --set train_micro_batch_size_per_gpu=8 --metrics "$dir/h1.jsonl" \
+  >"$dir/h1.out" 2>&1 </dev/null || fail "np=1 Llama run failed: $(cat "$dir/h1.out")"
+for mode in full hybrid hpz; do
+  case $mode in
+    full) set -- ;;
+    hybrid) set -- --set zero_optimization.sharding_strategy=HYBRID_SHARD ;;
+    hpz) set -- --set zero_optimization.zero_hpz_partition_size=2 ;;
+  esac
+  for steps in 2 6; do
+    before=$(veth_bytes)
+    launch "$dir/$mode$steps.out" "$hosts" "$ztrain" train --config "$dir/h.json" --set train.steps=$steps "$@" \
+      --metrics "$dir/$mode$steps.jsonl"
+    echo $(( $(veth_bytes) - before )) > "$dir/$mode$steps.veth"
+    [ $rc -eq 0 ] || fail "$mode over 2 hosts exited $rc: $(cat "$dir/$mode$steps.out")"
+  done
+  python3 "$(dirname "$0")/compare_metrics.py" "$dir/h1.jsonl" "$dir/${mode}6.jsonl" --lines 6 > "$dir/$mode.cmp" ||
+    fail "$mode on 2 hosts differs from 1 rank: $(cat "$dir/$mode.cmp")"
+done
+grep -q "hybrid sharding: 2 groups of 2 ranks" "$dir/hybrid6.out" || fail "hybrid's default group is not the host: $(cat "$dir/hybrid6.out")"
+python3 - "$dir" <<'PY' || fail "bytes between the hosts do not fall as the groups imply (see above)"
+import json, sys
+d = sys.argv[1]
+crossing = {"full": 2, "hybrid": 4, "hpz": 2}  # ranks whose inter-group sends cross the hosts, as a ring
+veth = {}
+bad = 0
+for mode, k in crossing.items():
+    per_step = (int(open(f"{d}/{mode}6.veth").read()) - int(open(f"{d}/{mode}2.veth").read())) / 4
+    inter = {json.loads(l)["comm_bytes_inter"] for l in open(f"{d}/{mode}6.jsonl")}
+    ring = k * max(inter)
+    veth[mode] = per_step
+    print(f"{mode}: {per_step / 1e6:.3f} MB a step over the veth; a rank sent {sorted(inter)} bytes across groups; "
+          f"the ring implies {ring / 1e6:.3f} MB between the hosts (veth / ring {per_step / ring:.2f}); "
+          f"{open(f'{d}/{mode}.cmp').read().strip()}")
+    bad += not 0.9 <= per_step / ring <= 1.4
+print(f"between the hosts: hybrid {veth['hybrid'] / veth['full']:.2f} x FULL_SHARD's, hpZ {veth['hpz'] / veth['full']:.2f} x")
+bad += not veth["hybrid"] < 0.5 * veth["full"] or not veth["hpz"] < veth["full"]
+sys.exit(1 if bad else 0)
+PY
 
 [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "multi-host checks passed"

@@ -121,7 +121,7 @@ TEST_CASE("the memory floor lies under the estimate at every stage, precision, o
           }
           const Config cfg = parse_config(j);
           const MemoryEstimate e = estimate_memory(cfg, world);
-          const double floor = model_states_floor(cfg.zero, static_cast<double>(e.num_params), world);
+          const double floor = model_states_floor(cfg.zero, static_cast<double>(e.num_params), world, world);
           CHECK(floor > 0);
           CHECK(floor <= static_cast<double>(e.stages[size_t(stage)].total));
         }

@@ -150,6 +150,7 @@ TEST_CASE("buffer plan: offload takes the optimizer's states and the stage-3 sha
 
 TEST_CASE("a ShardedUnit holds the buffers its plan names, views where the plan has views") {
   const std::unique_ptr<Communicator> self = make_self_communicator();
+  ShardGroups groups(*self, ZeroConfig{});
   const OptimizerConfig opt;
   for (const DType wire : {DType::f32, DType::bf16})
     for (int stage = 0; stage <= 3; ++stage) {
@@ -157,7 +158,7 @@ TEST_CASE("a ShardedUnit holds the buffers its plan names, views where the plan 
       CAPTURE(dtype_name(wire));
       UnitOptions o;
       o.wire = wire;
-      const ShardedUnit u("u", 1000, {{0, 600}}, stage, false, *self, opt, o);
+      const ShardedUnit u("u", 1000, {{0, 600}}, stage, false, groups, opt, o);
       BufferPlanInput in = input(stage, wire, 1, 0);
       const BufferPlan p = plan_unit_buffers(in);
       CHECK(u.full_params().numel() == p[full_params].numel);
@@ -181,7 +182,8 @@ namespace {
 
 TEST_CASE("a unit's gradients are held while its update runs behind the forward, and zeroed when it ends") {
   const std::unique_ptr<Communicator> self = make_self_communicator();
-  ShardedUnit u("u", 100, {}, 2, false, *self, OptimizerConfig{});
+  ShardGroups groups(*self, ZeroConfig{});
+  ShardedUnit u("u", 100, {}, 2, false, groups, OptimizerConfig{});
   u.grad_shard().fill(1.0f);
   u.mark_update_pending();
   CHECK(u.optimizer().state() == OptimizerShard::State::pending);
@@ -199,9 +201,10 @@ TEST_CASE("a unit's gradients are held while its update runs behind the forward,
 
 TEST_CASE("one rank in bf16: the gradients still take the wire's rounding") {
   const std::unique_ptr<Communicator> self = make_self_communicator();
+  ShardGroups groups(*self, ZeroConfig{});
   UnitOptions o;
   o.wire = DType::bf16;
-  ShardedUnit u("u", 100, {}, 0, false, *self, OptimizerConfig{}, o);
+  ShardedUnit u("u", 100, {}, 0, false, groups, OptimizerConfig{}, o);
   const float x = 1.0f + 1.0f / 1024;  // between two bf16 values: rounds to 1
   u.full_grads().fill(x);
   u.start_reduce(true);
@@ -211,12 +214,13 @@ TEST_CASE("one rank in bf16: the gradients still take the wire's rounding") {
 
 TEST_CASE("collectives over a one-rank shard group: the average is the buffer, the slice is the whole") {
   const std::unique_ptr<Communicator> self = make_self_communicator();
+  ShardGroups groups(*self, ZeroConfig{});
   const ShardGeometry geo = shard_geometry(64, 1, 0);
   Tensor g = Tensor::zeros({geo.padded()}, DType::f32, MemCategory::gradients);
   g.fill(3.0f);
-  reduce_grads(*self, g, geo, true)->wait();
+  reduce_grads(groups, g, geo, true)->wait();
   CHECK(g.data<float>()[5] == 3.0f);
-  reduce_grads(*self, g, geo, false)->wait();
+  reduce_grads(groups, g, geo, false)->wait();
   CHECK(g.data<float>()[63] == 3.0f);
   Tensor shard = Tensor::zeros({geo.shard}, DType::f32, MemCategory::gradients);
   accumulate_into_shard(shard, g, cpu_allocator());

@@ -105,9 +105,11 @@ std::string step_name(int step) { return "step_" + std::to_string(step); }
 // run re-reads them from model.init_from (or initialises them from train.seed), and its meta.json
 // records a checksum of their values, which the resume compares. The checksum is a sum over
 // every element of a hash of (unit, index, value as f32), each rank summing its shard's elements
-// and the sums added across ranks: the same number for any world size, stage, frozen_params
-// policy and dtype the values were held in. Collective; "" without frozen units.
-std::string frozen_checksum(Communicator& comm, const ZeroEngine& engine) {
+// and the sums added across the shard group (its replicas hold the same shards): the same number
+// for any world size, stage, groups, frozen_params policy and dtype the values were held in.
+// Collective; "" without frozen units.
+std::string frozen_checksum(const ZeroEngine& engine) {
+  Communicator& comm = engine.groups().shard();
   uint64_t sum = 0;
   bool any = false;
   for (int u = 0; u < static_cast<int>(engine.units().size()); ++u) {
@@ -192,12 +194,17 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
   const std::string name = step_name(pos.steps_done);
   const int rank = comm.rank(), world = comm.size();
   const int U = static_cast<int>(engine.units().size());
+  // [Note: shard groups]: one replica of each shard writes it, named by its place in the shard
+  // group: the first group, ranks 0 to files - 1.
+  const ShardGroups& groups = engine.groups();
+  const int files_count = groups.shard().size();
 
   // Every rank its file, region by region; a checksum per region.
   const Layout lay = layout_of(engine);
   std::vector<Checksum> sums(static_cast<size_t>(U) * kRegions);
-  const std::string file = (fs::path(tmp) / ("rank" + std::to_string(rank) + ".bin")).string();
+  const std::string file = (fs::path(tmp) / ("rank" + std::to_string(groups.shard().rank()) + ".bin")).string();
   agreed<CheckpointError>(comm, "checkpoint: writing " + tmp, [&] {
+    if (!groups.writes_shard()) return;
     std::vector<std::pair<uint64_t, uint64_t>> regions;
     for (int u = 0; u < U; ++u)
       for (int ri = 0; ri < kRegions; ++ri) regions.emplace_back(lay.offset[u][ri], lay.bytes[u][ri]);
@@ -216,7 +223,7 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
     f.finish();
   });
 
-  const std::string frozen = frozen_checksum(comm, engine);
+  const std::string frozen = frozen_checksum(engine);
   // Rank 0 gathers every rank's checksums (as pairs of i32) for the metadata.
   Tensor mine = Tensor::empty({2 * U * kRegions}, DType::i32, MemCategory::other);
   Tensor all = Tensor::empty({2 * U * kRegions * world}, DType::i32, MemCategory::other);
@@ -239,7 +246,7 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
   agreed<CheckpointError>(comm, "checkpoint: publishing " + tmp, [&] {
     if (rank != 0) return;
     json files = json::array();
-    for (int r = 0; r < world; ++r) {
+    for (int r = 0; r < files_count; ++r) {
       json regions = json::array();
       for (int u = 0; u < U; ++u)
         for (int ri = 0; ri < kRegions; ++ri) {
@@ -262,6 +269,7 @@ void write_checkpoint(const Config& cfg, Communicator& comm, const Model& model,
                        {"model", dims_json(model.dims(), model.arch())},
                        {"wte_units", model.embedding_units()},
                        {"world_size", world},
+                       {"shard_ranks", files_count},
                        {"stage", cfg.zero.stage},
                        {"precision", cfg.precision.dtype},
                        {"units", units},
@@ -409,6 +417,8 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
     dims_ = derive_dims(d);
     wte_units_ = static_cast<int>(integer(meta_, "wte_units", 1, kInt, ""));
     world_ = static_cast<int>(integer(meta_, "world_size", 1, kInt, ""));
+    // [Note: shard groups]: a hybrid run's files are one group's; absent before hybrid sharding.
+    files_count_ = meta_.contains("shard_ranks") ? static_cast<int>(integer(meta_, "shard_ranks", 1, world_, "")) : world_;
     stage_ = static_cast<int>(integer(meta_, "stage", 0, 3, ""));
     const std::string precision = meta_.at("precision").get<std::string>();
     if (precision != "f32" && precision != "bf16" && precision != "f16") throw bad("unknown precision \"" + precision + "\"");
@@ -423,7 +433,7 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
         if (shard_.back() != 0) throw bad("frozen unit " + names_.back() + " has a shard");
         continue;
       }
-      if (shard_.back() < (stage_ == 0 ? numel_.back() : (numel_.back() + world_ - 1) / world_))
+      if (shard_.back() < (stage_ == 0 ? numel_.back() : (numel_.back() + files_count_ - 1) / files_count_))
         throw bad("unit " + names_.back() + "'s shard does not cover it");
     }
     // The run's position: a resumed run starts from it, so a hand-edited or damaged one must not
@@ -450,7 +460,8 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
     }
     const size_t U = numel_.size();
     const json& files = meta_.at("files");
-    if (files.size() != static_cast<size_t>(world_)) throw bad("lists " + std::to_string(files.size()) + " rank files for world size " + std::to_string(world_));
+    if (files.size() != static_cast<size_t>(files_count_))
+      throw bad("lists " + std::to_string(files.size()) + " rank files for " + std::to_string(files_count_) + " shards");
     for (const json& f : files) {
       files_.push_back((fs::path(folder_) / f.at("name").get<std::string>()).string());
       regions_.emplace_back(U);
@@ -544,7 +555,7 @@ bool SavedCheckpoint::owns(const std::string& path) const {
 void SavedCheckpoint::pieces(int u, int64_t b, int64_t e, const std::function<void(int, int64_t, int64_t)>& fn) const {
   const int64_t M = shard_.at(size_t(u));
   if (stage_ == 0) return fn(0, b, e);  // every rank holds the whole unit: rank 0's file
-  for (int r = static_cast<int>(b / M); r < world_ && int64_t{r} * M < e; ++r)
+  for (int r = static_cast<int>(b / M); r < files_count_ && int64_t{r} * M < e; ++r)
     fn(r, std::max(b, int64_t{r} * M), std::min(e, int64_t{r + 1} * M));
 }
 
@@ -620,13 +631,10 @@ void check_resume(const SavedCheckpoint& saved, const Config& cfg, int world_siz
 
 TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communicator& comm, const Model& model,
                               ZeroEngine& engine) {
-  const int rank = comm.rank();
   const int U = static_cast<int>(engine.units().size());
   std::unique_ptr<SavedCheckpoint> saved;
   // This rank's first padded element of unit u in the new layout.
-  auto first_element = [&](int u) {
-    return cfg.zero.stage == 0 ? int64_t{0} : int64_t{rank} * engine.units()[u].master_numel();
-  };
+  auto first_element = [&](int u) { return cfg.zero.stage == 0 ? int64_t{0} : engine.units()[u].geometry().begin(); };
   // Everything checked on every rank before the load's collectives: the model, and every region
   // this rank will read against its checksum.
   agreed<CheckpointError>(comm, "checkpoint: reading checkpoint " + dir, [&] {
@@ -640,7 +648,7 @@ TrainPosition load_checkpoint(const std::string& dir, const Config& cfg, Communi
   });
   // [Note: frozen units' checksum]: the frozen model this run read is the one the checkpoint's
   // adapters were trained on.
-  const std::string have = frozen_checksum(comm, engine);
+  const std::string have = frozen_checksum(engine);
   agreed<CheckpointError>(comm, "checkpoint: checking the frozen model", [&] {
     const SavedCheckpoint::FrozenSource was = saved->frozen_source();
     if (was.checksum == have) return;

@@ -2,11 +2,12 @@
 // killed save never costs the previous checkpoint, and loaded to continue bitwise identically.
 // [Note: checkpoint layout]
 //
-// [Note: checkpoint layout] <dir>/step_<k>/ holds rank<r>.bin per rank and meta.json. A rank file
+// [Note: checkpoint layout] <dir>/step_<k>/ holds rank<r>.bin per rank of the shard group (every
+// rank, or with hybrid sharding one group's: [Note: shard groups]) and meta.json. A rank file
 // is the regions of [Note: unit state] (runtime/zero/engine.hpp) unit by unit (param, master where
 // there is one, m, v), raw little-endian, each starting at a multiple of 4096 bytes ([Note: direct
 // checkpoint writes] in runtime/checkpoint/checkpoint_writer.hpp). meta.json names the format and
-// version, the model's dimensions, the world size, stage and precision, every unit's layout, the
+// version, the model's dimensions, the world size, the rank files' count (shard_ranks), stage and precision, every unit's layout, the
 // training position (steps, updates, data batches, fp16's loss scaler), the batch (micro,
 // accumulation, seq_len) and, for every region of every rank file, its offset, length and
 // checksum. A save writes into step_<k>.tmp/ (each rank its file, fsynced), rank 0 then writes
@@ -93,7 +94,7 @@ class SavedCheckpoint {
   FrozenSource frozen_source() const;
   // The tokenizer the run trained through (an absolute path), "" where it recorded none.
   std::string tokenizer() const { return meta_.value("tokenizer", std::string()); }
-  int world_size() const { return world_; }
+  int world_size() const { return world_; }  // the ranks of the run (its batch)
   int stage() const { return stage_; }
   DType wire() const { return wire_; }
   int units() const { return static_cast<int>(numel_.size()); }
@@ -127,6 +128,7 @@ class SavedCheckpoint {
   std::string arch_;
   ModelDims dims_{};
   int wte_units_ = 0, world_ = 0, stage_ = 0;
+  int files_count_ = 0;  // rank files: the shard group's size ([Note: shard groups])
   DType wire_ = DType::f32;
   TrainPosition position_;
   Batch batch_;

@@ -36,7 +36,7 @@ constexpr const char* kUsage = R"(usage:
                [--steps N] [--seed N] [--metrics FILE] [--trace FILE] [--resume [DIR]]
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokenizer PATH] [--chat true] [--chat-template chatml|llama3]
                 [--system TEXT] [--tokens N] [--top-k K] [--top-p P] [--temperature X] [--seed N]
-  ztrain estimate --config FILE [--world-size N] [--set dotted.key=value]... [--format table|json]
+  ztrain estimate --config FILE [--world-size N] [--ranks-per-host N] [--set dotted.key=value]... [--format table|json]
   ztrain export --checkpoint DIR --format hf|safetensors|llmc|peft --out PATH [--max-shard-size 5GB] [--merge-lora]
   ztrain tokenize --tokenizer PATH --out DIR [--val-fraction F] [--threads N] [--shard-tokens N]
                   [--chunk-bytes N] INPUTS...
@@ -243,17 +243,18 @@ int cmd_tokenize(int argc, char** argv) {
 int cmd_estimate(int argc, char** argv) {
   std::string config, format = "table";
   std::vector<std::string> overrides;
-  long world = 1;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--world-size", "--format"})) {
+  long world = 1, per_host = 0;
+  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--world-size", "--ranks-per-host", "--format"})) {
     if (flag == "--config") config = value;
     else if (flag == "--set") overrides.push_back(value);
     else if (flag == "--world-size") world = int_flag(flag, value, 1, 1 << 24);
+    else if (flag == "--ranks-per-host") per_host = int_flag(flag, value, 1, 1 << 24);
     else format = value;
   }
   if (config.empty()) throw UsageError("estimate needs --config FILE");
   if (format != "table" && format != "json") throw UsageError("--format must be table or json, got '" + format + "'");
   const Config cfg = load_config(config, overrides);
-  const MemoryEstimate e = estimate_memory(cfg, static_cast<int>(world));
+  const MemoryEstimate e = estimate_memory(cfg, static_cast<int>(world), static_cast<int>(per_host));
   std::cout << (format == "json" ? estimate_json(e) : format_estimate(cfg, e));
   return 0;
 }

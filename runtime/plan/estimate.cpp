@@ -9,6 +9,7 @@
 #include "models/registry.hpp"
 #include "offload/swap_store.hpp"
 #include "runtime/plan/estimate_activations.hpp"
+#include "runtime/zero/groups.hpp"
 #include "runtime/train/metrics.hpp"
 #include "runtime/train/trainer.hpp"
 #include "runtime/zero/buffer_plan.hpp"
@@ -122,6 +123,12 @@ class GhostParamOffload {
   int64_t cached_ = 0;
 };
 
+// The ranks a GhostUnit's collectives span: the run's, a shard group's, an hpZ group's (1: none).
+struct GhostGroups {
+  int world, shard, secondary;
+  bool shm;  // the shard group's ranks share one host (consecutive ranks, ranks_per_host a host)
+};
+
 // One rank's ShardedUnit (runtime/zero/sharded_unit.hpp) without its buffers: the same buffer plan
 // (runtime/zero/buffer_plan.hpp), each buffer charged to the ledger where the unit allocates or
 // frees it, and the real ZeroScheduler decides when. A collective completes where the scheduler
@@ -131,13 +138,15 @@ class GhostParamOffload {
 class GhostUnit final : public ScheduledUnit {
  public:
   // `wire`: f32, or the 16-bit type of [Note: mixed precision]; the host computes in f32.
-  // `poff`: the parameter offload, null without one.
-  GhostUnit(const UnitLayout& lay, const ZeroConfig& z, int world, DType wire, GhostRank& rank,
+  // `poff`: the parameter offload, null without one. `groups`: the ranks of the run, of a shard
+  // group and of an hpZ group ([Note: shard groups]).
+  GhostUnit(const UnitLayout& lay, const ZeroConfig& z, const GhostGroups& groups, DType wire, GhostRank& rank,
             GhostParamOffload* poff)
       : name_(lay.name),
-        geo_(shard_geometry(lay.numel, world, 0)),
+        geo_(shard_geometry(lay.numel, groups.shard, 0)),
         stage_(z.stage),
-        world_(world),
+        world_(groups.world),
+        shm_(groups.shm),
         frozen_(lay.frozen()),
         persistent_(keeps_full_params(lay.numel, frozen_, z)),
         rank_(rank),
@@ -146,6 +155,7 @@ class GhostUnit final : public ScheduledUnit {
     in.geo = geo_, in.stage = stage_, in.persistent = persistent_, in.wire = wire;
     in.offload_states = z.offload_optimizer.enabled(), in.offload_param = poff != nullptr;
     in.frozen = frozen_;
+    if (groups.secondary > 1 && stage_ == 3 && !persistent_) in.secondary_shard = geo_.padded() / groups.secondary;
     plan_ = plan_unit_buffers(in);
     // What a rank holds from construction on: every kept buffer. The shard a stage-3 unit gathers
     // from may be the parameter offload's instead.
@@ -216,12 +226,14 @@ class GhostUnit final : public ScheduledUnit {
       return;
     }
     const bool all_reduce = stage_ == 0 || !scatter;
-    if (wire) {
-      // The 16-bit copy of the gradients, and the communicator's f32 staging: in and out of an
-      // all-reduce, or in and this rank's slice of a reduce-scatter.
-      charge(UnitBuffer::wire_grads);
-      staged_ = rank_.staging.get(all_reduce ? 2 * P : P + S);
-    }
+    if (wire) charge(UnitBuffer::wire_grads);  // the 16-bit copy of the gradients
+    reducing_ = true;
+    // A shard group within one host reduces through its shared-memory channel, in buffers of its
+    // own outside the ledger ([Note: shared-memory collectives] in comm/shm_channel.hpp).
+    if (shm_) return;
+    // Across hosts, MPI's: 16 bits stage through f32, in and out of an all-reduce, or in and
+    // this rank's slice of a reduce-scatter.
+    if (wire) staged_ = rank_.staging.get(all_reduce ? 2 * P : P + S);
     // comm/mpi_communicator.cpp: a reduce-scatter (f32, or the staged f32 of 16 bits) runs as a
     // ring through a buffer of twice the shard, kept between operations and grown (new before old
     // is freed) for a longer shard. All-reduces run in MPI's own buffers.
@@ -230,7 +242,6 @@ class GhostUnit final : public ScheduledUnit {
       mem_.sub(MemCategory::communication, f32_bytes(rank_.ring));
       rank_.ring = 2 * S;
     }
-    reducing_ = true;
   }
   bool reduce_done() override { return !reducing_; }
   void wait_reduce() override {
@@ -251,7 +262,7 @@ class GhostUnit final : public ScheduledUnit {
 
   void finish_reduce() {
     if (reducing_ && plan_[UnitBuffer::wire_grads].exists()) {
-      rank_.staging.put(staged_);
+      if (!shm_) rank_.staging.put(staged_);
       drop(UnitBuffer::wire_grads);
     }
     reducing_ = false;
@@ -263,6 +274,7 @@ class GhostUnit final : public ScheduledUnit {
   std::string name_;
   ShardGeometry geo_;
   int stage_, world_;
+  bool shm_;  // the shard group lies on one host
   bool frozen_;
   bool persistent_;
   BufferPlan plan_;
@@ -279,11 +291,11 @@ class GhostUnit final : public ScheduledUnit {
 // What an OptimizerOffload holds ([Note: optimizer offload]): device cpu, every sub-group's
 // record in host memory; nvme, buffer_count buffers of the largest record (fewer if there are
 // fewer sub-groups). Whole pages, as PinnedBuffer allocates them.
-size_t optimizer_offload_bytes(const Model& model, const ZeroConfig& z, int world, bool own_master) {
+size_t optimizer_offload_bytes(const Model& model, const ZeroConfig& z, int shard_ranks, bool own_master) {
   size_t records = 0, largest = 0, count = 0;
   for (const UnitLayout& lay : model.layout()) {
     if (lay.frozen()) continue;  // no optimizer states
-    const ShardGeometry g = shard_geometry(lay.numel, world, 0);
+    const ShardGeometry g = shard_geometry(lay.numel, shard_ranks, 0);
     const int64_t M = z.stage == 0 ? g.padded() : g.shard;
     for (int64_t b = 0; b < M; b += z.sub_group_size) {
       const size_t bytes = SwapStore::buffer_bytes(f32_bytes(std::min(M, b + z.sub_group_size) - b) * (own_master ? 3 : 2));
@@ -300,9 +312,16 @@ size_t optimizer_offload_bytes(const Model& model, const ZeroConfig& z, int worl
 
 // Two steps as Trainer::step runs them; the peaks are the second's (the first records the
 // schedule and grows the communicator's buffer, as a real run's first step does).
-StageEstimate estimate_stage(const Config& cfg, const Model& model, int stage, int world) {
+StageEstimate estimate_stage(const Config& cfg, const Model& model, int stage, int world, int ranks_per_host) {
   ZeroConfig z = cfg.zero;
   z.stage = stage;
+  // [Note: shard groups]: hybrid sharding applies from stage 2, hpZ at stage 3.
+  z.hybrid = z.hybrid && stage >= 2;
+  if (stage != 3) z.hpz_partition_size = 1;
+  GhostGroups ranks{world, world, 1, false};
+  if (z.hybrid) ranks.shard = shard_group_ranks(z, world, ranks_per_host);
+  else if (z.hpz_partition_size > 1) ranks.secondary = shard_group_ranks(z, world, ranks_per_host);
+  ranks.shm = ranks.shard > 1 && ranks.shard <= ranks_per_host && ranks_per_host % ranks.shard == 0;
   const DType wire = dtype_from_name(cfg.precision.dtype);
   MetaAllocator meta;  // the rank's ledger; the model's activations come from it
   MemAccounting& mem = meta.accounting();
@@ -311,13 +330,13 @@ StageEstimate estimate_stage(const Config& cfg, const Model& model, int stage, i
   if (stage == 0) z.offload_optimizer.device = "none";
   if (stage != 3) z.offload_param.device = "none";
   if (z.offload_optimizer.enabled())
-    mem.add(MemCategory::optimizer, optimizer_offload_bytes(model, z, world, wire != DType::f32));
+    mem.add(MemCategory::optimizer, optimizer_offload_bytes(model, z, ranks.shard, wire != DType::f32));
   std::unique_ptr<GhostParamOffload> poff;
   if (z.offload_param.enabled()) poff = std::make_unique<GhostParamOffload>(z.offload_param, mem);
   std::vector<GhostUnit> units;
   units.reserve(model.num_units());
   std::vector<ScheduledUnit*> all;
-  for (const UnitLayout& lay : model.layout()) all.push_back(&units.emplace_back(lay, z, world, wire, rank, poff.get()));
+  for (const UnitLayout& lay : model.layout()) all.push_back(&units.emplace_back(lay, z, ranks, wire, rank, poff.get()));
   std::vector<std::unique_ptr<UnitGroup>> groups;  // a unit with its adapter units, as the engine drives them
   ZeroScheduler sched(schedule_units(model.layout(), all, groups), z);
   const UnitHooks hooks = sched.hooks();
@@ -394,7 +413,8 @@ std::string category(size_t c) { return std::string(category_name(static_cast<Me
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
+MemoryEstimate estimate_memory(const Config& cfg, int world_size, int ranks_per_host) {
+  if (ranks_per_host <= 0) ranks_per_host = world_size;
   std::string why;  // built by appending: GCC 12 -O3 warns (-Wrestrict) on "literal" + std::string
   if (world_size < 1) {
     why = "estimate: the world size must be >= 1, got ";
@@ -421,7 +441,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
   for (const UnitLayout& u : model.layout()) e.largest_unit = std::max(e.largest_unit, u.numel);
   e.deepspeed_largest_layer = model.deepspeed_largest_layer();
   for (int stage = 0; stage <= 3; ++stage) {
-    e.stages.push_back(estimate_stage(cfg, model, stage, world_size));
+    e.stages.push_back(estimate_stage(cfg, model, stage, world_size, ranks_per_host));
     e.stages.back().deepspeed = static_cast<size_t>(
         deepspeed_model_states(stage, e.num_params, e.deepspeed_largest_layer, world_size, cfg.zero));
   }
@@ -434,13 +454,13 @@ MemoryEstimate estimate_memory(const Config& cfg, int world_size) {
     a.mode = m;
     a.cpu_checkpointing = a.cpu_checkpointing && m != Mode::none;
     const std::unique_ptr<Model> moded = make_run_model(c, e.dims, c.model.wte_units);
-    e.checkpointing_modes.emplace_back(a.describe(), estimate_stage(c, *moded, cfg.zero.stage, world_size));
+    e.checkpointing_modes.emplace_back(a.describe(), estimate_stage(c, *moded, cfg.zero.stage, world_size, ranks_per_host));
   }
   if (e.trainable_params < e.num_params) {  // [Note: frozen units]: stage 3 under both policies
     for (const char* policy : kFrozenPolicies) {
       Config c = cfg;
       c.zero.frozen_params = policy;
-      e.frozen_policies.push_back(estimate_stage(c, model, 3, world_size));
+      e.frozen_policies.push_back(estimate_stage(c, model, 3, world_size, ranks_per_host));
     }
   }
   return e;

@@ -73,7 +73,8 @@ struct MemoryEstimate {
 // Per-rank peaks of a step for every stage, with `cfg`'s model, batch and zero_optimization
 // settings (its zero_optimization.stage is ignored: all four are estimated). Reads no data; with
 // model.init_from, the checkpoint's dimensions. ConfigError for settings the run would reject.
-MemoryEstimate estimate_memory(const Config& cfg, int world_size);
+// `ranks_per_host` (0: all on one host) decides hybrid sharding's default group.
+MemoryEstimate estimate_memory(const Config& cfg, int world_size, int ranks_per_host = 0);
 
 // One row per stage, a column per category, the total and DeepSpeed's number, with a header
 // naming the inputs and a footer saying what the numbers are.

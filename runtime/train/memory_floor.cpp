@@ -9,11 +9,13 @@
 #include <string>
 
 #include "runtime/train/metrics.hpp"
+#include "runtime/zero/groups.hpp"
 
 namespace zt {
 
-double model_states_floor(const ZeroConfig& z, double params, int world_size) {
-  const double P = params, N = world_size, f32 = 4.0;
+double model_states_floor(const ZeroConfig& z, double params, int world_size, int ranks_per_host) {
+  // [Note: shard groups]: with hybrid sharding the states are sharded over one group only.
+  const double P = params, N = z.hybrid ? shard_group_ranks(z, world_size, ranks_per_host) : world_size, f32 = 4.0;
   const bool states_away = z.offload_optimizer.device == "nvme";  // m and v (and the master) on NVMe
   const double full_params = z.stage < 3 ? f32 * P : 0.0;
   const double grads = z.stage < 2 ? f32 * P : f32 * P / N;
@@ -39,7 +41,7 @@ double host_memory_bytes() {
 
 void check_fits_host(const Config& cfg, double params, int world_size, int ranks_on_host) {
   if (cfg.train.device != "cpu") return;
-  const double floor = model_states_floor(cfg.zero, params, world_size), need = floor * ranks_on_host;
+  const double floor = model_states_floor(cfg.zero, params, world_size, ranks_on_host), need = floor * ranks_on_host;
   const double have = host_memory_bytes();
   if (have <= 0 || need <= have) return;
   // human_bytes takes a size_t; beyond 16 EiB the figure is only a lower bound anyway.

@@ -16,10 +16,11 @@
 
 namespace zt {
 
-// Bytes each of `world_size` ranks surely holds on the CPU for `params` parameters (a count in
+// Bytes each of `world_size` ranks (`ranks_per_host` a host: hybrid sharding's default group)
+// surely holds on the CPU for `params` parameters (a count in
 // floating point: model_num_params_f64) at `z`'s
 // stage and offload; a lower bound of estimate_memory's total for that stage.
-double model_states_floor(const ZeroConfig& z, double params, int world_size);
+double model_states_floor(const ZeroConfig& z, double params, int world_size, int ranks_per_host);
 
 // What this host offers a process: its RAM (or a cgroup's memory.max, when lower) plus swap.
 double host_memory_bytes();

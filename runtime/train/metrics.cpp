@@ -48,7 +48,8 @@ void MetricsWriter::write(const StepStats& s) {
   for (size_t c = 0; c < kMemCategories; ++c) peak[std::string(category_name(static_cast<MemCategory>(c)))] = s.mem.peak[c];
   peak["total"] = s.mem.total_peak;
   nlohmann::json j{{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"ms", s.ms}, {"tokens_per_s", s.tokens_per_s},
-                   {"tflops", s.tflops}, {"peak_bytes", peak}, {"comm_bytes", s.comm_bytes}};
+                   {"tflops", s.tflops}, {"peak_bytes", peak}, {"comm_bytes", s.comm_bytes},
+                   {"comm_bytes_intra", s.comm_bytes - s.comm_bytes_inter}, {"comm_bytes_inter", s.comm_bytes_inter}};
   // JSON has no inf: a skipped step's norm is left out.
   if (std::isfinite(s.grad_norm)) j["grad_norm"] = s.grad_norm;
   if (s.loss_scale > 0) j["loss_scale"] = s.loss_scale;
@@ -78,6 +79,8 @@ std::string progress_line(const StepStats& s, int total_steps) {
                 s.step, total_steps, s.loss, s.lr, s.grad_norm, s.ms, s.tokens_per_s, s.tflops * 1e3,
                 human_bytes(s.mem.total_peak).c_str());
   std::string line = buf;
+  if (s.comm_bytes > 0)  // several ranks: what this one sent, within its group and across groups
+    line += " | sent " + human_bytes(s.comm_bytes - s.comm_bytes_inter) + " intra, " + human_bytes(s.comm_bytes_inter) + " inter";
   if (s.loss_scale > 0) {
     std::snprintf(buf, sizeof buf, " | loss scale %g%s", s.loss_scale, s.skipped && !s.nonfinite ? " | overflow: step skipped" : "");
     line += buf;

@@ -25,6 +25,8 @@ struct StepStats {
   double tflops = 0;     // achieved, llm.c's FLOP count
   MemSnapshot mem;       // peaks are this step's
   uint64_t comm_bytes = 0;  // sent by this rank in the step ([Note: bytes sent] in comm/communicator.hpp)
+  // Of which across groups ([Note: shard groups] in runtime/zero/groups.hpp); the rest within one.
+  uint64_t comm_bytes_inter = 0;
 };
 
 class MetricsWriter {

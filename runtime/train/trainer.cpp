@@ -113,6 +113,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   agreed<ConfigError>(host_comm_, "checking the settings", [&] {
     dims = resolve_dims(cfg_);
     check_batch_size(cfg_, comm_.size());
+    shard_group_ranks(cfg_.zero, comm_.size(), comm_.local_size());  // [Note: shard groups]
     if (cfg_.data.format == "bytes" && dims.vocab_size < 256)
       throw ConfigError("config: model.vocab_size: " + std::to_string(dims.vocab_size) +
                         " is smaller than the byte vocabulary (256)");
@@ -246,7 +247,7 @@ StepStats Trainer::step() {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   comm_.memory().accounting().reset_peaks();  // where the model lives
-  const uint64_t sent_before = bytes_sent();
+  const auto [intra_before, inter_before] = bytes_sent();
   engine_->begin_step();
 
   // [Note: masked loss] The step's loss is the mean over the targets it counts on every rank
@@ -316,12 +317,17 @@ StepStats Trainer::step() {
   s.tokens_per_s = tokens / (s.ms / 1e3);
   s.tflops = model_->flops_per_token(T_) * tokens / (s.ms / 1e3) / 1e12;
   s.mem = comm_.memory().accounting().snapshot();
-  s.comm_bytes = bytes_sent() - sent_before;
+  const auto [intra, inter] = bytes_sent();
+  s.comm_bytes_inter = inter - inter_before;
+  s.comm_bytes = s.comm_bytes_inter + intra - intra_before;
   return s;
 }
 
-uint64_t Trainer::bytes_sent() const {
-  return comm_.bytes_sent() + (&host_comm_ != &comm_ ? host_comm_.bytes_sent() : 0);
+std::pair<uint64_t, uint64_t> Trainer::bytes_sent() const {
+  const ShardGroups& g = engine_->groups();
+  uint64_t intra = g.intra_bytes(), inter = g.inter_bytes();
+  if (&host_comm_ != &comm_) (g.world_spans_groups() ? inter : intra) += host_comm_.bytes_sent();
+  return {intra, inter};
 }
 
 void Trainer::throw_nonfinite(double loss, double norm) const {
@@ -419,6 +425,7 @@ std::string run_banner(const Trainer& t) {
     banner += "\nwarning: train.threads " + std::to_string(cpu::num_threads()) + " x " + std::to_string(ranks_here) +
               " ranks on this host exceed its " + std::to_string(cores) +
               " cores; steps will run many times slower (train.threads 0 shares the cores among the ranks)";
+  if (const std::string groups = t.engine().groups().describe(); !groups.empty()) banner += "\n" + groups;
   if (const std::string off = t.engine().offload_summary(); !off.empty()) banner += "\n" + off;
   if (const LoraConfig& l = c.lora; l.enabled()) {
     const int64_t trainable = t.model().num_trainable_params();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -78,8 +79,9 @@ class Trainer {
   double mean_over_ranks(double v);
   double sum_over_ranks(double v);
   int64_t count_over_ranks(int64_t n);  // exact, over the host communicator
-  // What this rank sent over the run's communicators so far ([Note: bytes sent]).
-  uint64_t bytes_sent() const;
+  // What this rank sent over the run's communicators so far ([Note: bytes sent]): within groups,
+  // and across them ([Note: shard groups]).
+  std::pair<uint64_t, uint64_t> bytes_sent() const;
   [[noreturn]] void throw_nonfinite(double loss, double norm) const;
 
   Config cfg_;

@@ -5,7 +5,7 @@ namespace zt {
 const char* unit_buffer_name(UnitBuffer b) {
   static const char* const kNames[kUnitBuffers] = {"full_params", "master",      "adam_m",     "adam_v",
                                                    "full_grads",  "grad_shard",  "shard16",    "wire_params",
-                                                   "wire_grads",  "host_grads",  "host_shard16", "upload"};
+                                                   "wire_grads",  "host_grads",  "host_shard16", "upload", "secondary"};
   return kNames[static_cast<int>(b)];
 }
 
@@ -40,6 +40,7 @@ BufferPlan plan_unit_buffers(const BufferPlanInput& in) {
   const DType compute = narrow ? in.wire : DType::f32;
   constexpr MemCategory params = MemCategory::parameters, grads = MemCategory::gradients,
                         optimizer = MemCategory::optimizer;
+  if (in.secondary_shard > 0) plan[secondary] = spec(kept, in.secondary_shard, in.wire, params);
 
   // The shard a stage-3 unit gathers from, n long: kept here, or the ParamOffload's; from a device
   // that one lives in page-locked host memory and the gather sends a device copy of it.

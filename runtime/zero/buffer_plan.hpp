@@ -15,7 +15,9 @@
 // offload]). A frozen unit ([Note: frozen units]) has no master, states or gradients: it keeps its
 // full parameters (stages 0-2, and stage 3 with frozen_params "replicated"), or at stage 3 its
 // shard in the wire dtype, gathered while in use. The 16-bit buffers of [Note: mixed precision], [Note: compute in 16 bits] and [Note:
-// offload from a device] (runtime/zero/sharded_unit.hpp) are rows of the same table.
+// offload from a device] (runtime/zero/sharded_unit.hpp) are rows of the same table, and so is
+// hpZ's secondary shard of a stage-3 unit ([Note: shard groups] in runtime/zero/groups.hpp): its
+// slice of the padded parameters within its group, in the wire dtype, kept.
 #pragma once
 
 #include <array>
@@ -41,8 +43,9 @@ enum class UnitBuffer : int {
   host_grads,    // [Note: offload from a device]: the gradient shard, down on the host
   host_shard16,  // [Note: offload from a device]: the 16-bit shard the update writes, on the host
   upload,        // [Note: offload from a device]: the device copy of a host shard while it is gathered
+  secondary,     // hpZ's secondary shard ([Note: shard groups] in runtime/zero/groups.hpp)
 };
-inline constexpr int kUnitBuffers = 12;
+inline constexpr int kUnitBuffers = 13;
 const char* unit_buffer_name(UnitBuffer b);
 
 enum class BufferLife {
@@ -80,6 +83,7 @@ struct BufferPlanInput {
   bool offload_param = false;   // [Note: parameter offload]: taken by non-persistent stage-3 units
   bool on_device = false;       // the unit's memory is not the host's ([Note: offload from a device])
   bool frozen = false;          // [Note: frozen units] in runtime/zero/sharded_unit.hpp
+  int64_t secondary_shard = 0;  // hpZ: elements of the unit's secondary shard (0: none)
 };
 
 struct BufferPlan {

@@ -2,13 +2,16 @@
 
 namespace zt {
 
-WorkPtr all_gather_params(Communicator& shard_group, const Tensor& shard, const Tensor& full) {
-  return shard_group.all_gather_async(shard, full);
+WorkPtr all_gather_params(Communicator& group, const Tensor& shard, const Tensor& full) {
+  return group.all_gather_async(shard, full);
 }
 
-WorkPtr reduce_grads(Communicator& shard_group, const Tensor& buf, const ShardGeometry& geo, bool all_reduce) {
-  if (all_reduce) return shard_group.all_reduce_async(buf, buf, ReduceOp::avg);
-  return shard_group.reduce_scatter_async(buf, buf.view(geo.begin(), {geo.shard}), ReduceOp::avg);
+WorkPtr reduce_grads(ShardGroups& groups, const Tensor& buf, const ShardGeometry& geo, bool all_reduce) {
+  Communicator& shard = groups.shard();
+  const Tensor slice = buf.view(geo.begin(), {geo.shard});
+  WorkPtr within = all_reduce ? shard.all_reduce_async(buf, buf, ReduceOp::avg)
+                              : shard.reduce_scatter_async(buf, slice, ReduceOp::avg);
+  return groups.then_over_replicas(std::move(within), slice);
 }
 
 void accumulate_into_shard(const Tensor& grad_shard, const Tensor& slice, Allocator& memory) {

@@ -1,24 +1,27 @@
 // The collectives of a ZeRO unit, as free functions over flat buffers (FSDP2's
 // _fsdp_collectives): what moves between ranks, and the casts and sums around it. They take the
-// shard group's communicator: the ranks one unit is sharded over (today every rank; hybrid
-// sharding will add a replicate group, over which the reduced gradients are then all-reduced).
-// ShardedUnit decides which buffers they take ([Note: ZeRO buffers]) and when (the scheduler).
+// run's ShardGroups ([Note: shard groups]): the ranks one unit is sharded over, and where there
+// are replicas, the ranks the reduced gradients are then all-reduced over. ShardedUnit decides
+// which buffers they take ([Note: ZeRO buffers]) and when (the scheduler).
 #pragma once
 
 #include "comm/communicator.hpp"
 #include "kernels/backend.hpp"
+#include "runtime/zero/groups.hpp"
 #include "runtime/zero/shard.hpp"
 #include "tensor/tensor.hpp"
 
 namespace zt {
 
-// Every rank's `shard` into `full` (the shards in rank order; in place where `shard` is this
-// rank's slice of `full`).
-WorkPtr all_gather_params(Communicator& shard_group, const Tensor& shard, const Tensor& full);
+// Every rank's `shard` into `full` over `group` (the shards in rank order; in place where `shard`
+// is this rank's slice of `full`): the shard group, or hpZ's for a secondary shard.
+WorkPtr all_gather_params(Communicator& group, const Tensor& shard, const Tensor& full);
 
-// Averages gradients `buf` (the unit's padded full gradients, or their 16-bit copy) over the
-// shard group: all of them (all-reduce), or into this rank's slice of them (reduce-scatter).
-WorkPtr reduce_grads(Communicator& shard_group, const Tensor& buf, const ShardGeometry& geo, bool all_reduce);
+// Averages gradients `buf` (the unit's padded full gradients, or their 16-bit copy) over every
+// rank: over the shard group all of them (all-reduce) or into this rank's slice of them
+// (reduce-scatter), and then with replicas that slice over them (all of `buf` is then the group's
+// average only).
+WorkPtr reduce_grads(ShardGroups& groups, const Tensor& buf, const ShardGeometry& geo, bool all_reduce);
 
 // After a reduction at stages 2-3: the averaged slice of this micro-batch added into the f32
 // gradient shard (16-bit slices widened first), on `memory`'s device.

@@ -12,7 +12,7 @@ namespace zt {
 
 ZeroEngine::ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
                        DType wire, const AioConfig& aio)
-    : model_(model), comm_(comm), cfg_(zero) {
+    : model_(model), comm_(comm), cfg_(zero), shard_groups_(std::make_unique<ShardGroups>(comm, zero)) {
   UnitOptions options;
   options.wire = wire;
   options.offload_states = cfg_.offload_optimizer.enabled();
@@ -25,7 +25,7 @@ ZeroEngine::ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroC
     for (const ParamSpec& p : lay.params)
       if (p.decay) decayed.emplace_back(p.offset, p.offset + shape_numel(p.shape));
     options.frozen = lay.frozen();
-    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, keeps_full_params(lay.numel, options.frozen, cfg_), comm,
+    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, keeps_full_params(lay.numel, options.frozen, cfg_), *shard_groups_,
                         opt, options);
     model.bind_unit(u, units_.back().param_view(), units_.back().grad_view());
   }
@@ -193,8 +193,12 @@ void ZeroEngine::end_pass() { scheduler_->end_pass(); }
 
 double ZeroEngine::grad_norm() {
   double sq = backend(comm_.memory().device()).sum_squares(grad_shards());
-  if (cfg_.stage > 0 && comm_.size() > 1)  // shards: add up every rank's part
-    sq = comm_.all_reduce_value(static_cast<float>(sq), ReduceOp::sum);
+  // Shards: add up every rank's part, over the shard group (its replicas hold the same parts).
+  Communicator& shard = shard_groups_->shard();
+  if (cfg_.stage > 0 && shard.size() > 1) sq = shard.all_reduce_value(static_cast<float>(sq), ReduceOp::sum);
+  // The replicas' sums are the same numbers; that every rank acts on the same norm (clipping, a
+  // non-finite step) should not rest on their all-reduces rounding alike.
+  if (shard_groups_->replicas()) sq = comm_.all_reduce_value(static_cast<float>(sq), ReduceOp::max);
   return std::sqrt(sq);
 }
 

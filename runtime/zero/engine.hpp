@@ -17,6 +17,7 @@
 #include "comm/communicator.hpp"
 #include "models/model.hpp"
 #include "runtime/config.hpp"
+#include "runtime/zero/groups.hpp"
 #include "runtime/zero/optimizer_offload.hpp"
 #include "runtime/zero/param_offload.hpp"
 #include "runtime/zero/scheduler.hpp"
@@ -32,12 +33,15 @@ class ZeroEngine {
   // and `comm` outlive the engine. `wire`: f32, or bf16/f16 ([Note: mixed precision]).
   // With zero.offload_optimizer, AdamW's states live in an OptimizerOffload, with offload_param
   // the stage-3 shards in a ParamOffload; `aio` configures the io_uring engine of device nvme,
-  // and construction is then collective (the ranks agree on a swap folder).
+  // and construction is then collective (the ranks agree on a swap folder). Construction is
+  // collective too where zero.hybrid or hpZ split `comm` into groups ([Note: shard groups]).
   ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroConfig& zero, const OptimizerConfig& opt,
              DType wire = DType::f32, const AioConfig& aio = {});
   ~ZeroEngine();
 
   int stage() const { return cfg_.stage; }
+  // Which ranks the units are sharded over and replicated across ([Note: shard groups]).
+  ShardGroups& groups() const { return *shard_groups_; }
   const std::vector<ShardedUnit>& units() const { return units_; }
   const ZeroScheduler& scheduler() const { return *scheduler_; }
 
@@ -109,6 +113,7 @@ class ZeroEngine {
   Model& model_;
   Communicator& comm_;
   ZeroConfig cfg_;
+  std::unique_ptr<ShardGroups> shard_groups_;
   std::vector<ShardedUnit> units_;
   std::vector<std::unique_ptr<UnitGroup>> groups_;  // a model unit with its adapter units
   std::unique_ptr<ZeroScheduler> scheduler_;

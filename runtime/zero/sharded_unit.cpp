@@ -12,12 +12,13 @@
 namespace zt {
 
 ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
-                         Communicator& comm, const OptimizerConfig& opt, const UnitOptions& options)
+                         ShardGroups& groups, const OptimizerConfig& opt, const UnitOptions& options)
     : name_(std::move(name)),
       stage_(stage),
       persistent_(stage < 3 || persistent),
-      comm_(&comm),
-      geo_(shard_geometry(numel, comm.size(), comm.rank())),
+      groups_(&groups),
+      comm_(&groups.shard()),
+      geo_(shard_geometry(numel, comm_->size(), comm_->rank())),
       state_(persistent_ ? ParamState::gathered : ParamState::sharded),
       wire_(options.wire),
       memory_(options.memory ? options.memory : &cpu_allocator()),
@@ -28,6 +29,10 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
   in.geo = geo_, in.stage = stage_, in.persistent = persistent_, in.wire = wire_, in.narrow = narrow_;
   in.offload_states = options.offload_states, in.offload_param = options.offload_param, in.on_device = on_device;
   in.frozen = frozen_;
+  if (const Communicator* sec = groups.secondary(); sec && stage_ == 3 && !persistent_) {
+    in.secondary_shard = geo_.padded() / sec->size();
+    secondary_begin_ = in.secondary_shard * sec->rank();
+  }
   const BufferPlan plan = plan_unit_buffers(in);
   param_offloaded_ = plan.param_offloaded;
   param_host_ = param_offloaded_ && on_device;
@@ -58,6 +63,7 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
   wire_params_ = take(UnitBuffer::wire_params);
   wire_grads_ = take(UnitBuffer::wire_grads);
   upload_ = take(UnitBuffer::upload);
+  secondary_ = take(UnitBuffer::secondary);
   Tensor master = take(UnitBuffer::master);
   if (frozen_) {  // [Note: frozen units]: no optimizer; an fp32 stage-3 shard sits in the master's row
     frozen_shard_ = std::move(master);
@@ -82,12 +88,12 @@ void ShardedUnit::start_gather() {
   if (poff_) poff_->ready(index_);
   full_params_.storage()->materialize();
   param_started_ = Trace::clock::now();
-  if (widens()) {
-    wire_params_.storage()->materialize();
-    param_work_ = all_gather_params(*comm_, gather_source(), wire_params_);
-  } else {  // in place at stages 1-2, where the shard is this rank's slice of the full buffer
-    param_work_ = all_gather_params(*comm_, gather_source(), full_params_);
-  }
+  const Tensor& into = widens() ? wire_params_ : full_params_;
+  if (widens()) wire_params_.storage()->materialize();
+  if (secondary_fresh_)  // hpZ: within the group, from the secondary shards
+    param_work_ = all_gather_params(*groups_->secondary(), secondary_, into);
+  else  // in place at stages 1-2, where the shard is this rank's slice of the full buffer
+    param_work_ = all_gather_params(*comm_, gather_source(), into);
   state_ = ParamState::gathering;
 }
 
@@ -113,6 +119,10 @@ void ShardedUnit::finish_gather() {
   param_work_.reset();
   if (param_host_) upload_.storage()->release();
   if (poff_) poff_->done_with(index_);
+  if (secondary_.defined() && !secondary_fresh_) {  // hpZ: keep this rank's slice within its group
+    secondary_.copy_from((widens() ? wire_params_ : full_params_).view(secondary_begin_, {secondary_.numel()}));
+    secondary_fresh_ = true;
+  }
   if (widens()) {  // compute widens the 16-bit parameters
     cast_into(wire_params_, full_params_);
     wire_params_.storage()->release();
@@ -149,6 +159,7 @@ std::pair<int64_t, int64_t> ShardedUnit::write_range() const {
 }
 
 void ShardedUnit::full_params_written() {
+  secondary_fresh_ = false;
   if (param_offloaded_) param_shard().storage()->materialize();  // written whole below, then stored
   if (frozen_) {
     // [Note: frozen units]: the parameters take the wire's rounding they would take on a gather
@@ -208,14 +219,14 @@ void ShardedUnit::start_reduce(bool scatter) {
     throw std::logic_error("unit " + name_ + ": a gradient reduction is already in flight");
   grad_started_ = Trace::clock::now();
   grad_all_reduce_ = stage_ == 0 || !scatter;
-  if (comm_->size() == 1) return finish_reduce();  // one rank: the average is the gradient itself
+  if (groups_->world().size() == 1) return finish_reduce();  // one rank: the average is the gradient itself
   Tensor buf = full_grads_;
   if (widens()) {  // the reduction runs on a 16-bit copy
     wire_grads_.storage()->materialize();
     cast_into(full_grads_, wire_grads_);
     buf = wire_grads_;
   }
-  grad_work_ = reduce_grads(*comm_, buf, geo_, grad_all_reduce_);
+  grad_work_ = reduce_grads(*groups_, buf, geo_, grad_all_reduce_);
   grads_ = GradState::reducing;
 }
 
@@ -284,6 +295,7 @@ void ShardedUnit::finish_update() {
 
 void ShardedUnit::updated() {
   if (frozen_) return;  // never stale
+  secondary_fresh_ = false;
   if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
   if (stage_ == 3 && !persistent_) release();  // a unit held for a whole-model save is stale now
 }
@@ -300,6 +312,7 @@ void ShardedUnit::state_loaded() {
 void ShardedUnit::mark_update_pending() {
   if (frozen_) return;
   optim_->mark_pending();
+  secondary_fresh_ = false;
   grads_ = GradState::held;
   if (stage_ > 0 && state_ == ParamState::gathered) state_ = ParamState::sharded;
 }

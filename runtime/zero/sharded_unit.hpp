@@ -50,6 +50,7 @@
 #include "runtime/config.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/zero/buffer_plan.hpp"
+#include "runtime/zero/groups.hpp"
 #include "runtime/zero/optimizer_shard.hpp"
 #include "runtime/zero/scheduled_unit.hpp"
 #include "runtime/zero/shard.hpp"
@@ -81,10 +82,10 @@ class ShardedUnit final : public ScheduledUnit {
   // zeroing waits for the update's end.
   enum class GradState { settled, reducing, held, held_then_zero };
 
-  // `decayed` lists the unit's weight-decayed element ranges; `comm` (the shard group) outlives
-  // the unit.
+  // `decayed` lists the unit's weight-decayed element ranges; `groups` ([Note: shard groups])
+  // outlives the unit.
   ShardedUnit(std::string name, int64_t numel, const Ranges& decayed, int stage, bool persistent,
-              Communicator& comm, const OptimizerConfig& opt, const UnitOptions& options = {});
+              ShardGroups& groups, const OptimizerConfig& opt, const UnitOptions& options = {});
   ShardedUnit(ShardedUnit&&) = default;
 
   const std::string& name() const override { return name_; }
@@ -172,7 +173,8 @@ class ShardedUnit final : public ScheduledUnit {
   std::string name_;
   int stage_;
   bool persistent_;
-  Communicator* comm_;
+  ShardGroups* groups_;
+  Communicator* comm_;  // the shard group
   ShardGeometry geo_;
   ParamState state_;
   GradState grads_ = GradState::settled;
@@ -191,6 +193,11 @@ class ShardedUnit final : public ScheduledUnit {
   Tensor shard16_, wire_params_, wire_grads_;
   Tensor upload_;  // [Note: offload from a device]: the device copy of a host shard, while its gather runs
   Tensor frozen_shard_;  // [Note: frozen units], fp32 at stage 3: the shard gathered from
+  // hpZ ([Note: shard groups]): this rank's slice, within its group, of the gathered wire-dtype
+  // parameters; fresh from a gather over the shard group until the parameters change.
+  Tensor secondary_;
+  bool secondary_fresh_ = false;
+  int64_t secondary_begin_ = 0;
   std::optional<OptimizerShard> optim_;  // made in the constructor, from the plan
   WorkPtr param_work_, grad_work_;
   Trace* trace_ = nullptr;

@@ -76,9 +76,9 @@ class ShardGroups {
   // Whether this rank writes its shard into a checkpoint: one replica of each (the first group).
   bool writes_shard() const { return !replicas_ || replicas_->rank() == 0; }
 
-  // Averages `buf`'s slice [begin, begin + n) (already averaged within the shard group by `first`)
-  // over the replicas once `first` completes; the Work completes when both have. Without replicas
-  // `first` itself.
+  // Averages `slice` (this rank's gradient slice, already averaged within the shard group by
+  // `first`) over the replicas once `first` completes; the Work completes when both have. Without
+  // replicas `first` itself.
   WorkPtr then_over_replicas(WorkPtr first, const Tensor& slice);
 
   // [Note: bytes sent] over this run's communicators since they were made, by kind of group.
@@ -87,7 +87,8 @@ class ShardGroups {
   // Whether traffic over the world is inter-group (it spans several groups).
   bool world_spans_groups() const { return world_spans_; }
 
-  // "hybrid: 2 groups of 2 ranks (shard within, replicate across)", "" for a plain run on one host.
+  // "hybrid sharding: 2 groups of 2 ranks (sharded within, replicated across)"; "" for a run without
+  // hybrid sharding or hpZ.
   std::string describe() const;
 
  private:

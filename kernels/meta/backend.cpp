@@ -1,12 +1,42 @@
 // The meta backend: every op over meta tensors does nothing ([Note: the meta device] in
-// tensor/meta_allocator.hpp). The ops (kernels/ops.cpp) still allocate what they allocate on any
+// tensor/meta_allocator.hpp) but report what it would cost ([Note: op costs] in
+// kernels/op_cost.hpp). The ops (kernels/ops.cpp) still allocate what they allocate on any
 // device; here only what a backend itself allocates is left to do, as the CPU backend does it,
 // since the meta device plans a host run.
 #include "kernels/backend.hpp"
+#include "kernels/op_cost.hpp"
 
 namespace zt {
 
 namespace {
+
+thread_local OpCostSink* t_sink = nullptr;
+
+// Bytes of a tensor (0 undefined), and its elements.
+double n(const Tensor& t) { return t.defined() ? static_cast<double>(t.nbytes()) : 0.0; }
+double numel(const Tensor& t) { return t.defined() ? static_cast<double>(t.numel()) : 0.0; }
+
+void report(const char* op, OpClass cls, double flops, double bytes) {
+  if (t_sink) t_sink->add({op, cls, flops, bytes});
+}
+// A memory-bound op touching each of `ts` once.
+void touch(const char* op, std::initializer_list<const Tensor*> ts) {
+  double e = 0;
+  for (const Tensor* t : ts) e += n(*t);
+  report(op, OpClass::memory, 0, e);
+}
+double parts_numel(const std::vector<Tensor>& parts) {
+  double e = 0;
+  for (const Tensor& p : parts) e += n(p);
+  return e;
+}
+// Causal attention's forward products (QK^T and PV over the lower triangle): 2 flops a
+// multiply-add, 2 products, half the (T,T) scores.
+double attention_flops(const Tensor& qkv, const Tensor& out, int n_head) {
+  const double B = static_cast<double>(qkv.dim(0)), T = static_cast<double>(qkv.dim(1));
+  const double hs = static_cast<double>(out.dim(-1)) / n_head;
+  return 2.0 * B * n_head * T * T * hs;
+}
 
 class MetaBackend final : public Backend {
  public:
@@ -16,41 +46,92 @@ class MetaBackend final : public Backend {
   void push_range(const std::string&) const override {}
   void pop_range() const override {}
 
-  void encoder_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int) const override {}
-  void encoder_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int) const override {}
-  void layernorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                         const Tensor&) const override {}
-  void layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                          const Tensor&, const Tensor&) const override {}
-  void matmul_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) const override {}
-  void matmul_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                       const Tensor&) const override {}
-  // The CPU kernels' (B,NH,T,T) f32 probabilities, beside qkv.
-  Tensor attention_forward(const Tensor&, const Tensor& qkv, int n_head, int, AttentionKernel) const override {
-    return Tensor::empty({qkv.dim(0), n_head, qkv.dim(1), qkv.dim(1)}, DType::f32, MemCategory::activations,
-                         qkv.allocator());
+  void encoder_forward(const Tensor& out, const Tensor& tokens, const Tensor&, const Tensor&, int) const override {
+    report("encoder_forward", OpClass::memory, 0, 2 * n(out) + n(tokens));
   }
-  void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int, int,
-                          AttentionKernel) const override {}
-  void rmsnorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) const override {}
-  void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const Tensor&) const override {}
-  void swiglu_forward(const Tensor&, const Tensor&) const override {}
-  void swiglu_backward(const Tensor&, const Tensor&, const Tensor&) const override {}
-  void rope_forward(const Tensor&, const Tensor&, const Tensor&, int, int) const override {}
-  void rope_backward(const Tensor&, const Tensor&, const Tensor&, int, int) const override {}
-  void gelu_forward(const Tensor&, const Tensor&) const override {}
-  void gelu_backward(const Tensor&, const Tensor&, const Tensor&) const override {}
-  void residual_forward(const Tensor&, const Tensor&, const Tensor&) const override {}
-  void residual_backward(const Tensor&, const Tensor&, const Tensor&) const override {}
-  void add_columns_forward(const Tensor&, const Tensor&, const Tensor&, int64_t, float) const override {}
-  void add_columns_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, float) const override {}
-  void dropout_forward(const Tensor&, const Tensor&, const DropoutMask&) const override {}
-  void dropout_backward(const Tensor&, const Tensor&, const DropoutMask&) const override {}
-  void crossentropy_forward(const Tensor&, const Tensor&, const std::vector<Tensor>&, const Tensor&, int,
-                            int) const override {}
-  void crossentropy_backward(const std::vector<Tensor>&, const Tensor&, const Tensor&, float, int,
-                             int) const override {}
+  void encoder_backward(const Tensor&, const Tensor&, const Tensor& dout, const Tensor& tokens, int) const override {
+    report("encoder_backward", OpClass::memory, 0, 3 * n(dout) + n(tokens));  // dout read, table rows updated
+  }
+  void layernorm_forward(const Tensor& out, const Tensor&, const Tensor&, const Tensor& x, const Tensor&,
+                         const Tensor&) const override {
+    touch("layernorm_forward", {&x, &out});
+  }
+  void layernorm_backward(const Tensor& dx, const Tensor&, const Tensor&, const Tensor& dout, const Tensor& x,
+                          const Tensor&, const Tensor&, const Tensor&) const override {
+    report("layernorm_backward", OpClass::memory, 0, n(dout) + n(x) + 2 * n(dx));
+  }
+  void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor&) const override {
+    report("matmul_forward", OpClass::gemm, 2.0 * numel(x) * static_cast<double>(out.dim(-1)), n(x) + n(weight) + n(out));
+  }
+  void matmul_backward(const Tensor& dx, const Tensor& dweight, const Tensor&, const Tensor& dout, const Tensor& x,
+                       const Tensor& weight) const override {
+    const double products = (dx.defined() ? 1 : 0) + (dweight.defined() ? 1 : 0);
+    report("matmul_backward", OpClass::gemm, products * 2.0 * numel(x) * static_cast<double>(dout.dim(-1)),
+           n(dout) + n(x) + n(weight) + 2 * n(dx) + 2 * n(dweight));
+  }
+  // What the backward keeps, beside qkv: the CPU kernels' (B,NH,T,T) f32 probabilities. Only
+  // CUDA computes in 16 bits, so 16-bit activations plan a CUDA run, whose kernels (ours and
+  // cuDNN's) keep each row's (B,NH,T) f32 logsumexp and read no (T,T) matrix from memory.
+  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int, AttentionKernel) const override {
+    const bool cuda = qkv.dtype() != DType::f32;
+    Tensor saved = cuda ? Tensor::empty({qkv.dim(0), n_head, qkv.dim(1)}, DType::f32, MemCategory::activations, qkv.allocator())
+                        : Tensor::empty({qkv.dim(0), n_head, qkv.dim(1), qkv.dim(1)}, DType::f32,
+                                        MemCategory::activations, qkv.allocator());
+    report("attention_forward", OpClass::attention, attention_flops(qkv, out, n_head), n(qkv) + n(out) + n(saved));
+    return saved;
+  }
+  void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& saved, int n_head, int, AttentionKernel) const override {
+    report("attention_backward", OpClass::attention, 2 * attention_flops(qkv, out, n_head),
+           n(dout) + n(qkv) + n(out) + n(saved) + 2 * n(dqkv));
+  }
+  void rmsnorm_forward(const Tensor& out, const Tensor&, const Tensor& x, const Tensor&, float) const override {
+    touch("rmsnorm_forward", {&x, &out});
+  }
+  void rmsnorm_backward(const Tensor& dx, const Tensor&, const Tensor& dout, const Tensor& x, const Tensor&,
+                        const Tensor&) const override {
+    report("rmsnorm_backward", OpClass::memory, 0, n(dout) + n(x) + 2 * n(dx));
+  }
+  void swiglu_forward(const Tensor& out, const Tensor& x) const override { touch("swiglu_forward", {&x, &out}); }
+  void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
+    report("swiglu_backward", OpClass::memory, 0, n(x) + n(dout) + 2 * n(dx));
+  }
+  void rope_forward(const Tensor& out, const Tensor& qkv, const Tensor&, int, int) const override {
+    touch("rope_forward", {&qkv, &out});
+  }
+  void rope_backward(const Tensor& dqkv, const Tensor& dout, const Tensor&, int, int) const override {
+    report("rope_backward", OpClass::memory, 0, n(dout) + 2 * n(dqkv));
+  }
+  void gelu_forward(const Tensor& out, const Tensor& x) const override { touch("gelu_forward", {&x, &out}); }
+  void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
+    report("gelu_backward", OpClass::memory, 0, n(x) + n(dout) + 2 * n(dx));
+  }
+  void residual_forward(const Tensor& out, const Tensor& a, const Tensor& b) const override {
+    touch("residual_forward", {&a, &b, &out});
+  }
+  void residual_backward(const Tensor& da, const Tensor& db, const Tensor& dout) const override {
+    report("residual_backward", OpClass::memory, 0, n(dout) + 2 * n(da) + 2 * n(db));
+  }
+  void add_columns_forward(const Tensor& out, const Tensor& y, const Tensor& d, int64_t, float) const override {
+    touch("add_columns_forward", {&y, &d, &out});
+  }
+  void add_columns_backward(const Tensor& dy, const Tensor& dd, const Tensor& dout, int64_t, float) const override {
+    report("add_columns_backward", OpClass::memory, 0, n(dout) + 2 * n(dy) + 2 * n(dd));
+  }
+  void dropout_forward(const Tensor& out, const Tensor& x, const DropoutMask&) const override {
+    touch("dropout_forward", {&x, &out});
+  }
+  void dropout_backward(const Tensor& dx, const Tensor& dout, const DropoutMask&) const override {
+    report("dropout_backward", OpClass::memory, 0, n(dout) + 2 * n(dx));
+  }
+  void crossentropy_forward(const Tensor& losses, const Tensor& lse, const std::vector<Tensor>& parts,
+                            const Tensor& targets, int, int) const override {
+    report("crossentropy_forward", OpClass::memory, 0, parts_numel(parts) + n(losses) + n(lse) + n(targets));
+  }
+  void crossentropy_backward(const std::vector<Tensor>& parts, const Tensor& lse, const Tensor& targets, float, int,
+                             int) const override {
+    report("crossentropy_backward", OpClass::memory, 0, 2 * parts_numel(parts) + n(lse) + n(targets));
+  }
 
   void cast(const Tensor&, const Tensor&) const override {}
   void accumulate(const Tensor&, const Tensor&) const override {}
@@ -61,6 +142,9 @@ class MetaBackend final : public Backend {
 };
 
 }  // namespace
+
+OpCostScope::OpCostScope(OpCostSink* sink) : previous_(t_sink) { t_sink = sink; }
+OpCostScope::~OpCostScope() { t_sink = previous_; }
 
 const Backend& meta_backend() {
   static const MetaBackend instance;

@@ -18,6 +18,7 @@
 #include "runtime/cli/cli_flags.hpp"
 #include "runtime/config.hpp"
 #include "runtime/plan/estimate.hpp"
+#include "runtime/plan/simulate.hpp"
 #include "runtime/checkpoint/export.hpp"
 #include "runtime/cli/sample.hpp"
 #include "runtime/cli/signals.hpp"
@@ -37,6 +38,8 @@ constexpr const char* kUsage = R"(usage:
   ztrain sample --checkpoint PATH [--prompt TEXT] [--tokenizer PATH] [--chat true] [--chat-template chatml|llama3]
                 [--system TEXT] [--tokens N] [--top-k K] [--top-p P] [--temperature X] [--seed N]
   ztrain estimate --config FILE [--world-size N] [--ranks-per-host N] [--set dotted.key=value]... [--format table|json]
+  ztrain simulate --config FILE --cluster FILE [--world-size N] [--set dotted.key=value]... [--trace FILE]
+                  [--format table|json]
   ztrain export --checkpoint DIR --format hf|safetensors|llmc|peft --out PATH [--max-shard-size 5GB] [--merge-lora]
   ztrain tokenize --tokenizer PATH --out DIR [--val-fraction F] [--threads N] [--shard-tokens N]
                   [--chunk-bytes N] INPUTS...
@@ -259,6 +262,32 @@ int cmd_estimate(int argc, char** argv) {
   return 0;
 }
 
+// One step's time, exposed communication, memory and MFU on a described cluster
+// (runtime/plan/simulate.hpp). One process, like estimate.
+int cmd_simulate(int argc, char** argv) {
+  std::string config, cluster_file, trace, format = "table";
+  std::vector<std::string> overrides;
+  long world = 1;
+  for (auto& [flag, value] :
+       parse_flags(argc, argv, 2, {"--config", "--cluster", "--set", "--world-size", "--trace", "--format"})) {
+    if (flag == "--config") config = value;
+    else if (flag == "--cluster") cluster_file = value;
+    else if (flag == "--set") overrides.push_back(value);
+    else if (flag == "--world-size") world = int_flag(flag, value, 1, 1 << 24);
+    else if (flag == "--trace") trace = value;
+    else format = value;
+  }
+  if (config.empty()) throw UsageError("simulate needs --config FILE");
+  if (cluster_file.empty()) throw UsageError("simulate needs --cluster FILE (bench/clusters/ has examples)");
+  if (format != "table" && format != "json") throw UsageError("--format must be table or json, got '" + format + "'");
+  const Config cfg = load_config(config, overrides);
+  const Cluster cluster = load_cluster(cluster_file);
+  const Simulation s = simulate_step(cfg, static_cast<int>(world), cluster);
+  if (!trace.empty()) write_simulated_trace(s, trace);
+  std::cout << (format == "json" ? simulation_json(s) : format_simulation(cfg, cluster, s));
+  return 0;
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
@@ -287,6 +316,7 @@ int cli_main(int argc, char** argv) {
     if (cmd == "train") return cmd_train(argc, argv, *pg);
     if (cmd == "sample") return cmd_sample(argc, argv);
     if (cmd == "estimate") return cmd_estimate(argc, argv);
+    if (cmd == "simulate") return cmd_simulate(argc, argv);
     if (cmd == "export") return cmd_export(argc, argv);
     if (cmd == "tokenize") return cmd_tokenize(argc, argv);
     throw UsageError(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'");

@@ -34,7 +34,7 @@ class LedgerHost final : public Allocator {
 
 }  // namespace
 
-MetaPass::MetaPass(const Model& model, MetaAllocator& meta, int B, int T)
+MetaPass::MetaPass(const Model& model, MetaAllocator& meta, int B, int T, DType compute)
     : meta_(meta),
       host_(std::make_unique<LedgerHost>(meta.accounting())),
       model_(make_model(model.arch(), model.dims(), model.embedding_units())) {
@@ -44,8 +44,8 @@ MetaPass::MetaPass(const Model& model, MetaAllocator& meta, int B, int T)
     const UnitLayout& lay = model_->layout()[size_t(u)];
     const int64_t n = lay.numel;
     // A frozen unit's parameters want no gradient, as the engine binds them.
-    model_->bind_unit(u, Tensor::meta({n}, DType::f32, MemCategory::parameters, meta),
-                      lay.frozen() ? Tensor() : Tensor::meta({n}, DType::f32, MemCategory::gradients, meta));
+    model_->bind_unit(u, Tensor::meta({n}, compute, MemCategory::parameters, meta),
+                      lay.frozen() ? Tensor() : Tensor::meta({n}, compute, MemCategory::gradients, meta));
   }
   tokens_ = Tensor::zeros({B, T}, DType::i32, MemCategory::other, *host_);
   targets_ = Tensor::zeros({B, T}, DType::i32, MemCategory::other, *host_);

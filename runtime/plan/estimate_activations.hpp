@@ -29,8 +29,9 @@ namespace zt {
 class MetaPass {
  public:
   // Passes of `model`'s architecture and units on (B,T) micro-batches, charged to `meta`, which
-  // outlives the pass.
-  MetaPass(const Model& model, MetaAllocator& meta, int B, int T);
+  // outlives the pass, with parameters (and so activations) of dtype `compute`: f32 as the CPU
+  // computes, or bf16 as a CUDA run computes ([Note: compute in 16 bits]).
+  MetaPass(const Model& model, MetaAllocator& meta, int B, int T, DType compute = DType::f32);
   ~MetaPass();
   MetaPass(const MetaPass&) = delete;
   MetaPass& operator=(const MetaPass&) = delete;

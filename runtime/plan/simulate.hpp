@@ -1,0 +1,71 @@
+// `ztrain simulate`: what one training step costs on a cluster that is not here: step time, the
+// communication compute does not hide, memory per rank and MFU, from a training config, a world
+// size and a cluster description (runtime/plan/cluster.hpp). [Note: step simulation]
+//
+// [Note: step simulation] The simulator runs the step the estimate runs (runtime/plan/
+// ghost_step.hpp: the model's own forward and backward on the meta device, the real ZeroScheduler
+// over ghost units made from each unit's buffer plan) with a clock. Each op the model calls
+// advances the compute clock by its roofline time on the cluster's device, max(flops / (flops/s
+// x the op class's efficiency), bytes / (memory bandwidth x the memory efficiency)) ([Note: op
+// costs] in kernels/op_cost.hpp); the engine's casts, accumulations and AdamW are memory-bound
+// work over the plan's buffers. Each collective a ghost unit starts joins its communicator's
+// queue (one per group: the world, the shard group, the replicas, hpZ's secondary group; a
+// communicator runs its operations one at a time, in order, as the MPI and NCCL backends do),
+// starting when the queue is free and taking [Note: collective cost] (runtime/plan/cluster.hpp)
+// over the group's shape on the nodes. Where the scheduler waits for a gather or a reduction the
+// compute clock waits for its completion; where it only tests, the collective is done if the
+// clock has passed its end. So prefetch windows, bucket limits, persistence, the order of the
+// queues and hybrid sharding's two-part reductions act as they do in a run. The step simulated
+// is the second (the first records the schedule), every rank alike (data parallel: every rank
+// runs the same step on its own micro-batches). Exposed communication is the time compute waited.
+// Memory is the ghost step's ledger peak under the simulated completions, in the layout the
+// config's device computes in (train.device cuda with bf16: 16-bit parameters, gradients and
+// activations, [Note: compute in 16 bits]; else f32). Not modelled: contention between compute
+// and communication for the same cores or memory, stragglers, the data loader, kernel launches.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "kernels/op_cost.hpp"
+#include "runtime/config.hpp"
+#include "runtime/plan/cluster.hpp"
+
+namespace zt {
+
+struct SimulatedSpan {
+  TraceLane lane;
+  std::string name;
+  double begin, end;  // seconds from the step's start
+};
+
+struct Simulation {
+  int world = 1, stage = 0;
+  std::string sharding;  // e.g. "FULL_SHARD (stage 3)", "HYBRID_SHARD: 4 groups of 8"
+  double step_s = 0;
+  double compute_s = 0;  // the compute stream's busy time
+  double exposed_s = 0;  // compute waiting for communication
+  std::array<double, 3> comm_s{};  // busy time per queue kind: all_gather, reduce_scatter, all_reduce
+  // Bytes this rank sends in the step within and across groups, as the communicator counts them
+  // ([Note: bytes sent] in comm/communicator.hpp) and the metrics report them.
+  uint64_t comm_bytes_intra = 0, comm_bytes_inter = 0;
+  std::array<double, kOpClasses> op_class_s{};  // compute by op class; flat work counts as memory
+  double tokens_per_step = 0;  // per rank
+  double model_flops = 0;      // per rank per step, Model::flops_per_token (no recompute)
+  double tokens_per_s_per_device = 0, mfu = 0;
+  size_t peak_bytes = 0;  // per rank
+  std::vector<SimulatedSpan> spans;
+};
+
+// One steady-state step of `cfg` (its zero_optimization.stage) over `world` ranks on `cluster`,
+// ranks filling nodes in order. ConfigError for settings the run would reject.
+Simulation simulate_step(const Config& cfg, int world, const Cluster& cluster);
+
+std::string format_simulation(const Config& cfg, const Cluster& cluster, const Simulation& s);
+std::string simulation_json(const Simulation& s);
+// The step as a Chrome trace ([Note: trace clocks] in runtime/trace.hpp has the format) at
+// `path`, rank 0's lanes named as a real run's.
+void write_simulated_trace(const Simulation& s, const std::string& path);
+
+}  // namespace zt

@@ -6,6 +6,7 @@
 #      engine issues, in the scheduler's order and sizes;
 #   2. on a free network the step is its compute, and the ops' flops are the model's count (less
 #      the norms' weights, which multiply nothing); with free compute it is its communication;
+#      with polled progress it is both end to end;
 #   3. on the H100 cluster of bench/clusters/, hybrid sharding beats a world-wide FULL_SHARD ring
 #      at 4096 ranks, and the trace is a Chrome trace of the step;
 #   4. bad cluster files and flags are named.
@@ -74,13 +75,16 @@ cat > "$dir/free_compute.json" <<JSON
 {"devices_per_node": 4, "device": {"flops": 1e30, "memory_bandwidth": 1e30},
  "links": {"intra": {"bandwidth": 1e6, "latency": 1e-5}}}
 JSON
+sed 's/^{/{"progress": "polled", /' "$dir/host4.json" > "$dir/polled.json"
 simulate free_net 4 "$dir/free_net.json" --set zero_optimization.stage=3
+simulate polled 4 "$dir/polled.json" --set zero_optimization.stage=3
 simulate free_compute 4 "$dir/free_compute.json" --set zero_optimization.stage=3
 python3 - "$dir" <<'PY' || fail "free network / free compute: see above"
 import json, sys
 d = sys.argv[1]
 net = json.load(open(d + "/free_net.sim"))
 comp = json.load(open(d + "/free_compute.sim"))
+polled = json.load(open(d + "/polled.sim"))
 bad = []
 if net["exposed_comm_s"] > 1e-12: bad.append("free network: exposed %g s" % net["exposed_comm_s"])
 if abs(net["step_s"] - net["compute_s"]) > 1e-9 * net["step_s"]: bad.append("free network: step %g != compute %g" % (net["step_s"], net["compute_s"]))
@@ -92,7 +96,10 @@ if comp["compute_s"] > 1e-9: bad.append("free compute: compute %g s" % comp["com
 if abs(comp["step_s"] - comp["exposed_comm_s"]) > 1e-9 * comp["step_s"]: bad.append("free compute: step %g != exposed %g" % (comp["step_s"], comp["exposed_comm_s"]))
 busy = sum(comp["comm_s"].values())
 if abs(comp["step_s"] - busy) > 1e-6 * busy: bad.append("free compute: step %g != the one queue's busy time %g" % (comp["step_s"], busy))
-# Bytes over one link of 1e6 B/s with no latency: time x bandwidth = bus bytes (comm_s includes latency here).
+# Polled: every collective runs on the compute clock, so the step is compute and communication end to end.
+comm = sum(polled["comm_s"].values())
+if abs(polled["step_s"] - polled["compute_s"] - comm) > 1e-9 * polled["step_s"] or abs(polled["exposed_comm_s"] - comm) > 1e-9 * comm:
+    bad.append("polled: step %g != compute %g + communication %g (exposed %g)" % (polled["step_s"], polled["compute_s"], comm, polled["exposed_comm_s"]))
 for b in bad: print("FAIL:", b)
 sys.exit(1 if bad else 0)
 PY

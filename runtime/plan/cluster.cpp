@@ -124,14 +124,15 @@ Cluster load_cluster(const std::string& path) {
     throw ConfigError("cluster " + path + ": not valid JSON: " + e.what());
   }
   const Reader top(path, j, "");
-  top.only({"name", "devices_per_node", "device", "links", "algorithm", "comment"});
+  top.only({"name", "devices_per_node", "device", "links", "algorithm", "progress", "comment"});
   Cluster c;
   c.name = top.string("name", path);
   c.devices_per_node = static_cast<int>(top.number("devices_per_node", 1, 1 << 16));
   const Reader dev = top.object("device");
-  dev.only({"flops", "memory_bandwidth", "efficiency"});
+  dev.only({"flops", "memory_bandwidth", "efficiency", "step_overhead"});
   c.flops = dev.number("flops", 1, kHuge);
   c.memory_bandwidth = dev.number("memory_bandwidth", 1, kHuge);
+  c.step_overhead = dev.number("step_overhead", 0, 3600, false, 0);
   if (dev.has("efficiency")) {
     const Reader eff = dev.object("efficiency");
     eff.only({"gemm", "attention", "memory"});
@@ -147,6 +148,10 @@ Cluster load_cluster(const std::string& path) {
   else if (a == "tree") c.algorithm = Algorithm::tree;
   else if (a == "auto") c.algorithm = Algorithm::automatic;
   else throw ConfigError("cluster " + path + ": 'algorithm' must be ring, tree or auto, got '" + a + "'");
+  const std::string p = top.string("progress", "async");
+  if (p == "async") c.progress = Progress::async;
+  else if (p == "polled") c.progress = Progress::polled;
+  else throw ConfigError("cluster " + path + ": 'progress' must be async or polled, got '" + p + "'");
   return c;
 }
 

@@ -36,15 +36,22 @@ struct Link {
 };
 
 enum class Algorithm : uint8_t { ring, tree, automatic };
+// How collectives move while the device computes: async (NCCL's kernels beside the compute
+// stream, or a progress thread on cores of their own) or polled (the host's compute threads take
+// every core, so collectives advance only where the ZeRO scheduler tests them, at unit
+// boundaries and waits, on the compute thread: ZeroConfig's comm_progress "poll").
+enum class Progress : uint8_t { async, polled };
 
 struct Cluster {
   std::string name;
   int devices_per_node = 1;
   double flops = 0;             // dense flop/s of one device
   double memory_bandwidth = 0;  // bytes/s of one device
+  double step_overhead = 0;     // seconds a step of host work outside the model and the engine (data, loss)
   std::array<double, 3> efficiency{1, 1, 1};  // of gemm, attention (of flops), memory (of bandwidth)
   Link intra, inter;
   Algorithm algorithm = Algorithm::automatic;
+  Progress progress = Progress::async;
 };
 
 // Reads `path`. ConfigError naming the file and the key for a missing, mistyped or out-of-range

@@ -183,18 +183,18 @@ class GhostUnit final : public ScheduledUnit {
     if (!clock_) return;
     const double bytes = static_cast<double>(geo_.padded()) * dtype_size(plan_[plan_.gather_source()].dtype);
     const bool within = plan_[UnitBuffer::secondary].exists() && secondary_fresh_;
-    gathered_at_ = clock_->issue(TraceLane::all_gather, within ? GhostGroup::secondary : GhostGroup::shard, bytes,
-                                 clock_->now(), "all_gather " + name_);
+    gather_op_ = clock_->issue(TraceLane::all_gather, within ? GhostGroup::secondary : GhostGroup::shard, bytes, -1,
+                               "all_gather " + name_);
     secondary_fresh_ = plan_[UnitBuffer::secondary].exists();
   }
   bool gather_done() override {
-    if (!clock_ || clock_->now() >= gathered_at_) wait_gather();
+    if (state_ == ParamState::gathering && (!clock_ || clock_->done(gather_op_))) wait_gather();
     return state_ == ParamState::gathered;
   }
   void wait_gather() override {
     if (state_ != ParamState::gathering) return;
     if (clock_) {
-      clock_->wait(gathered_at_);
+      clock_->wait(gather_op_);
       if (plan_[UnitBuffer::wire_params].exists())  // compute widens the 16-bit parameters
         clock_->flat_work("cast", static_cast<double>(plan_[UnitBuffer::wire_params].bytes() + plan_[UnitBuffer::full_params].bytes()));
     }
@@ -228,10 +228,26 @@ class GhostUnit final : public ScheduledUnit {
     else finish_update();
   }
 
+  // The step's first touch of the gradients (ShardedUnit::begin_step): the full gradients zeroed
+  // below stage 2, the gradient shard from stage 2 on.
+  void begin_step() {
+    if (frozen_ || !clock_) return;
+    clock_->flat_work("zero", static_cast<double>(plan_[stage_ < 2 ? UnitBuffer::full_grads : UnitBuffer::grad_shard].bytes()));
+  }
+  // The gradient norm's read of what AdamW will read (ZeroEngine::grad_norm).
+  void norm() {
+    if (frozen_ || !clock_) return;
+    clock_->flat_work("norm", static_cast<double>(plan_[UnitBuffer::grad_shard].exists()
+                                                      ? plan_[UnitBuffer::grad_shard].bytes()
+                                                      : plan_[UnitBuffer::full_grads].bytes()));
+  }
+
   void prepare_grads() override {
     if (grads_) return;
     charge(UnitBuffer::full_grads);
     grads_ = true;
+    // Stages 2-3 bring them back zeroed for each backward.
+    if (clock_ && !frozen_) clock_->flat_work("zero", static_cast<double>(plan_[UnitBuffer::full_grads].bytes()));
   }
   void start_reduce(bool scatter) override {
     if (frozen_) return;  // nothing to average
@@ -264,12 +280,12 @@ class GhostUnit final : public ScheduledUnit {
     }
   }
   bool reduce_done() override {
-    if (reducing_ && clock_ && clock_->now() >= reduced_at_) finish_reduce();
+    if (reducing_ && clock_ && clock_->done(reduce_op_)) finish_reduce();
     return !reducing_;
   }
   void wait_reduce() override {
     if (!reducing_) return;
-    if (clock_) clock_->wait(reduced_at_);
+    if (clock_) clock_->wait(reduce_op_);
     finish_reduce();
   }
   bool reducing() const override { return reducing_; }
@@ -293,11 +309,11 @@ class GhostUnit final : public ScheduledUnit {
     if (plan_[UnitBuffer::wire_grads].exists())
       clock_->flat_work("cast", static_cast<double>(plan_[UnitBuffer::wire_grads].bytes() + plan_[UnitBuffer::full_grads].bytes()));
     const double P = static_cast<double>(geo_.padded()), S = static_cast<double>(geo_.shard);
-    reduced_at_ = clock_->issue(all_reduce ? TraceLane::all_reduce : TraceLane::reduce_scatter, GhostGroup::shard,
-                                P * element, clock_->now(), (all_reduce ? "all_reduce " : "reduce_scatter ") + name_);
+    reduce_op_ = clock_->issue(all_reduce ? TraceLane::all_reduce : TraceLane::reduce_scatter, GhostGroup::shard,
+                               P * element, -1, (all_reduce ? "all_reduce " : "reduce_scatter ") + name_);
     if (groups_.replicas() > 1)
-      reduced_at_ = clock_->issue(TraceLane::all_reduce, GhostGroup::replicas, S * element, reduced_at_,
-                                  "all_reduce " + name_ + " over replicas");
+      reduce_op_ = clock_->issue(TraceLane::all_reduce, GhostGroup::replicas, S * element, reduce_op_,
+                                 "all_reduce " + name_ + " over replicas");
   }
 
   void finish_reduce() {
@@ -332,7 +348,7 @@ class GhostUnit final : public ScheduledUnit {
   int index_ = -1;
   bool pending_ = false;  // an update behind the next forward
   bool secondary_fresh_ = false;  // hpZ: the secondary shard holds the parameters as last gathered
-  double gathered_at_ = 0, reduced_at_ = 0;  // with a clock: when the collectives in flight complete
+  int gather_op_ = -1, reduce_op_ = -1;  // with a clock: the collectives in flight
 };
 
 // What an OptimizerOffload holds ([Note: optimizer offload]): device cpu, every sub-group's
@@ -469,7 +485,7 @@ struct GhostStep::State {
     mem.sub(MemCategory::communication, flag + norm + loss);
     if (!clock) return;
     auto reduce = [&](GhostGroup g, size_t bytes, const char* what) {
-      if (bytes) clock->wait(clock->issue(TraceLane::all_reduce, g, static_cast<double>(bytes), clock->now(), what));
+      if (bytes) clock->wait(clock->issue(TraceLane::all_reduce, g, static_cast<double>(bytes), -1, what));
     };
     reduce(GhostGroup::world, flag, "all_reduce overflow flag");
     reduce(GhostGroup::shard, norm, "all_reduce gradient norm");
@@ -480,11 +496,13 @@ struct GhostStep::State {
   void run() {
     std::unique_ptr<OpCostScope> costs;
     if (clock) costs = std::make_unique<OpCostScope>(clock);
+    for (GhostUnit& x : units) x.begin_step();
     for (int micro = 0; micro < cfg.grad_accum; ++micro) {
       sched->begin_pass(z.stage >= 2 || micro == cfg.grad_accum - 1);
       in_backward = false;
       pass->run(hooks, [&] { sched->end_pass(); });
     }
+    for (GhostUnit& x : units) x.norm();
     small_reductions();
     // The update: at once, then the kept parameters gathered again; or behind the next forward,
     // each unit's part done where its gather starts (the estimate's bound: as late as allowed).

@@ -42,18 +42,21 @@ struct GhostGroups {
 GhostGroups ghost_groups(const ZeroConfig& z, int world, int ranks_per_host);
 
 // A simulated clock for a ghost step: compute (the meta backend's ops, [Note: op costs], and the
-// engine's flat-buffer work) advances it; each collective runs on its group's queue, in issue
-// order, and compute waits for it where the scheduler waits.
+// engine's flat-buffer work) advances it; collectives run as the clock's cluster runs them
+// ([Note: step simulation] in runtime/plan/simulate.hpp), and compute waits for one where the
+// scheduler waits.
 class GhostClock : public OpCostSink {
  public:
   // Starts collective `kind` (all_gather, reduce_scatter or all_reduce) of `bytes` (the whole
-  // buffer, as nccl-tests sizes it) over `g`, no sooner than `after`; returns when it completes.
-  virtual double issue(TraceLane kind, GhostGroup g, double bytes, double after, const std::string& name) = 0;
-  virtual double now() const = 0;
-  // Compute waits until `t` (nothing when `t` has passed).
-  virtual void wait(double t) = 0;
-  // The engine's own work over flat buffers on the compute stream (`what`: "cast", "accumulate",
-  // "adamw"), moving `bytes`.
+  // buffer, as nccl-tests sizes it) over `g`, once operation `after` (an id; -1: none) has
+  // completed. Returns its id.
+  virtual int issue(TraceLane kind, GhostGroup g, double bytes, int after, const std::string& name) = 0;
+  // Whether operation `id` has completed by now (the scheduler's test).
+  virtual bool done(int id) = 0;
+  // Compute waits until operation `id` has completed.
+  virtual void wait(int id) = 0;
+  // The engine's own work over flat buffers on the compute stream (`what`: "cast", "zero",
+  // "accumulate", "norm", "adamw"), moving `bytes`.
   virtual void flat_work(const char* what, double bytes) = 0;
   // A unit's forward, backward or recompute begins (`begin`) or ends on the compute lane: `span`
   // e.g. "forward block3", as the real scheduler names them.

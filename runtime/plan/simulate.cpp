@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -55,26 +56,40 @@ class SimClock final : public GhostClock {
     if (op.flops > 0) t = std::max(t, op.flops / (c_.flops * c_.efficiency[size_t(op.cls)]));
     compute(t, op.cls);
   }
-  double issue(TraceLane kind, GhostGroup g, double bytes, double after, const std::string& name) override {
-    double& free = free_[size_t(g)];
-    const double start = std::max({now_, after, free});
-    const double d = collective_seconds(c_, kind, shapes_[size_t(g)], bytes);
-    free = start + d;
-    sim_.comm_s[size_t(lane_index(kind))] += d;
+  int issue(TraceLane kind, GhostGroup g, double bytes, int after, const std::string& name) override {
+    Op op{kind, g, after, name, collective_seconds(c_, kind, shapes_[size_t(g)], bytes)};
+    sim_.comm_s[size_t(lane_index(kind))] += op.seconds;
     (groups_.inter(g) ? sim_.comm_bytes_inter : sim_.comm_bytes_intra) += bytes_sent(kind, shapes_[size_t(g)].ranks, bytes);
-    if (d > 0) sim_.spans.push_back({kind, name, start - origin_, free - origin_});
-    return free;
+    ops_.push_back(op);
+    const int id = static_cast<int>(ops_.size()) - 1;
+    if (c_.progress == Progress::async) schedule(ops_.back());
+    return id;
   }
-  double now() const override { return now_; }
-  void wait(double t) override {
+  bool done(int id) override {
+    if (c_.progress == Progress::polled) poll();
+    return ops_[size_t(id)].end <= now_;
+  }
+  void wait(int id) override {
+    if (c_.progress == Progress::polled) poll();
+    const double t = ops_[size_t(id)].end;
     if (t <= now_) return;
     sim_.exposed_s += t - now_;
     now_ = t;
   }
-  void flat_work(const char*, double bytes) override {
-    compute(bytes / (c_.memory_bandwidth * c_.efficiency[2]), OpClass::memory);
+  // The host's own work of a step outside the model and the engine: the data, the loss.
+  void step_overhead() {
+    if (c_.step_overhead <= 0) return;
+    sim_.flat_work_s["host"] += c_.step_overhead;
+    compute(c_.step_overhead, OpClass::memory);
+  }
+  void flat_work(const char* what, double bytes) override {
+    const double t = bytes / (c_.memory_bandwidth * c_.efficiency[2]);
+    sim_.flat_work_s[what] += t;
+    compute(t, OpClass::memory);
   }
   void unit_span(const std::string& span, bool begin) override {
+    // Polled progress: the scheduler tests every operation in flight at each unit boundary.
+    if (c_.progress == Progress::polled) poll();
     if (begin) {
       open_[span] = now_;
       return;
@@ -86,12 +101,42 @@ class SimClock final : public GhostClock {
   }
 
  private:
+  struct Op {
+    TraceLane kind;
+    GhostGroup group;
+    int after;
+    std::string name;
+    double seconds;
+    double end = std::numeric_limits<double>::infinity();  // not yet run
+  };
+
   void compute(double t, OpClass cls) {
     now_ += t;
     sim_.compute_s += t;
     sim_.op_class_s[size_t(cls)] += t;
   }
-
+  // Async: on its group's queue, once the queue is free and `after` is done.
+  void schedule(Op& op) {
+    double& free = free_[size_t(op.group)];
+    const double start = std::max({now_, free, op.after >= 0 ? ops_[size_t(op.after)].end : 0.0});
+    op.end = free = start + op.seconds;
+    record(op, start);
+  }
+  // Polled: every operation not yet run runs now, in issue order, on the compute thread, which
+  // does their copies and reductions (the ranks reach the same boundary together).
+  void poll() {
+    for (; polled_ < ops_.size(); ++polled_) {
+      Op& op = ops_[polled_];
+      const double start = now_;
+      now_ += op.seconds;
+      sim_.exposed_s += op.seconds;
+      op.end = now_;
+      record(op, start);
+    }
+  }
+  void record(const Op& op, double start) {
+    if (op.seconds > 0) sim_.spans.push_back({op.kind, op.name, start - origin_, op.end - origin_});
+  }
   // comm/communicator.cpp's count, in its integer arithmetic: the buffer divides by n, except
   // an all-reduce's.
   static uint64_t bytes_sent(TraceLane kind, int n, double bytes) {
@@ -103,7 +148,9 @@ class SimClock final : public GhostClock {
   const Cluster& c_;
   GhostGroups groups_;
   std::array<GroupShape, 4> shapes_{};
-  std::array<double, 4> free_{};  // when each group's queue is free
+  std::array<double, 4> free_{};  // async: when each group's queue is free
+  std::vector<Op> ops_;           // every collective issued, by id
+  size_t polled_ = 0;             // polled: the first not yet run
   double now_ = 0, origin_ = 0;
   Simulation sim_;
   std::map<std::string, double> open_;  // compute spans begun, by name
@@ -138,9 +185,11 @@ Simulation simulate_step(const Config& cfg, int world, const Cluster& cluster) {
   GhostStep step(cfg, *model, cfg.zero.stage, world, cluster.devices_per_node, &clock);
   clock.set_groups(step.groups());
   step.run();  // records the schedule
+  clock.step_overhead();
   clock.restart();
   step.ledger().reset_peaks();
   step.run();
+  clock.step_overhead();
   Simulation s = clock.result();
   s.world = world;
   s.stage = cfg.zero.stage;
@@ -198,6 +247,7 @@ std::string simulation_json(const Simulation& s) {
                         {"comm_s", {{"all_gather", s.comm_s[0]}, {"reduce_scatter", s.comm_s[1]}, {"all_reduce", s.comm_s[2]}}},
                         {"compute_by_class_s",
                          {{"gemm", s.op_class_s[0]}, {"attention", s.op_class_s[1]}, {"memory", s.op_class_s[2]}}},
+                        {"flat_work_s", s.flat_work_s},
                         {"tokens_per_step", s.tokens_per_step},
                         {"model_flops", s.model_flops},
                         {"tokens_per_s_per_device", s.tokens_per_s_per_device},

@@ -8,23 +8,29 @@
 // advances the compute clock by its roofline time on the cluster's device, max(flops / (flops/s
 // x the op class's efficiency), bytes / (memory bandwidth x the memory efficiency)) ([Note: op
 // costs] in kernels/op_cost.hpp); the engine's casts, accumulations and AdamW are memory-bound
-// work over the plan's buffers. Each collective a ghost unit starts joins its communicator's
-// queue (one per group: the world, the shard group, the replicas, hpZ's secondary group; a
-// communicator runs its operations one at a time, in order, as the MPI and NCCL backends do),
-// starting when the queue is free and taking [Note: collective cost] (runtime/plan/cluster.hpp)
-// over the group's shape on the nodes. Where the scheduler waits for a gather or a reduction the
-// compute clock waits for its completion; where it only tests, the collective is done if the
-// clock has passed its end. So prefetch windows, bucket limits, persistence, the order of the
+// work over the plan's buffers (zeroing the gradients, the norm's read, casts, accumulation,
+// AdamW). Each collective a ghost unit starts takes [Note: collective cost] (runtime/plan/
+// cluster.hpp) over the group's shape on the nodes. With async progress it joins its
+// communicator's queue (one per group: the world, the shard group, the replicas, hpZ's secondary
+// group; a communicator runs its operations one at a time, in order, as the MPI and NCCL backends
+// do), starting when the queue is free; where the scheduler waits for a gather or a reduction
+// the compute clock waits for its completion, and where it only tests, the collective is done if
+// the clock has passed its end. With polled progress (a host whose compute threads take every
+// core) every collective in flight runs on the compute clock at the next unit boundary or wait,
+// in issue order, as the scheduler's tests advance them there. So prefetch windows, bucket limits, persistence, the order of the
 // queues and hybrid sharding's two-part reductions act as they do in a run. The step simulated
 // is the second (the first records the schedule), every rank alike (data parallel: every rank
-// runs the same step on its own micro-batches). Exposed communication is the time compute waited.
+// runs the same step on its own micro-batches). Exposed communication is the time compute waited
+// for collectives or, polled, spent running them.
 // Memory is the ghost step's ledger peak under the simulated completions, in the layout the
 // config's device computes in (train.device cuda with bf16: 16-bit parameters, gradients and
 // activations, [Note: compute in 16 bits]; else f32). Not modelled: contention between compute
-// and communication for the same cores or memory, stragglers, the data loader, kernel launches.
+// and communication for the same cores or memory, stragglers, kernel launches; the host's own
+// work a step (the data, the loss) only as the cluster's device.step_overhead.
 #pragma once
 
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,6 +57,7 @@ struct Simulation {
   // ([Note: bytes sent] in comm/communicator.hpp) and the metrics report them.
   uint64_t comm_bytes_intra = 0, comm_bytes_inter = 0;
   std::array<double, kOpClasses> op_class_s{};  // compute by op class; flat work counts as memory
+  std::map<std::string, double> flat_work_s;  // of which the engine's own work, by kind ("adamw", "zero", ...)
   double tokens_per_step = 0;  // per rank
   double model_flops = 0;      // per rank per step, Model::flops_per_token (no recompute)
   double tokens_per_s_per_device = 0, mfu = 0;

@@ -217,6 +217,19 @@ class MpiCommunicator final : public Communicator {
     }
     const bool in_place = in.same_storage(out) && in.offset() == out.offset();
     const MPI_Datatype t = wire_type(in.dtype());
+    if (in_place && in.nbytes() >= kStagedAllReduceBytes) {
+      // kStagedAllReduceBytes: the input copied aside (4-byte elements, as the pool's), reduced
+      // out of place into the buffer.
+      auto stage = staging_->get(n);
+      return submit("all_reduce", in, [=, this] {
+        std::memcpy(stage->raw(), in.raw(), in.nbytes());
+        MPI_Request r;
+        check(MPI_Iallreduce(stage->raw(), out.raw(), n, t, mpi_op(op), comm_, &r), "MPI_Iallreduce");
+        return mpi::pending_request(r);
+      }, [=] {
+        if (avg) divide(out.data<float>(), n, n_ranks);
+      });
+    }
     return submit("all_reduce", in, [=, this] {
       MPI_Request r;
       check(MPI_Iallreduce(in_place ? MPI_IN_PLACE : in.raw(), out.raw(), n, t, mpi_op(op), comm_, &r), "MPI_Iallreduce");

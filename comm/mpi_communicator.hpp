@@ -13,11 +13,18 @@
 // comm/mpi_progress.hpp).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "comm/communicator.hpp"
 
 namespace zt {
+
+// An in-place all-reduce of 4-byte elements (f32, i32) of at least this many bytes, outside the
+// shared-memory channel, reduces out of place from a copy in the staging pool: Open MPI's in-place
+// all-reduce across hosts runs at 0.4x its out-of-place one here (bench/RESULTS.md). Smaller ones
+// (the step's one-value reductions) stay in place.
+inline constexpr size_t kStagedAllReduceBytes = size_t{1} << 20;
 
 // MPI_Init_thread(MPI_THREAD_MULTIPLE) and MPI_Finalize. One per process, before any MPI
 // communicator and outliving them all.

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "comm/process_group.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/tensor.hpp"
@@ -416,6 +417,12 @@ TEST_CASE("all_reduce: sum, avg and max, every float dtype and count, in place a
       for (DType dt : kFloats)
         for (bool inplace : {false, true})
           for (int64_t count : kCounts) run(all_reduce_case(name, *c, dt, count, op, inplace, ++salt));
+  // Past kStagedAllReduceBytes an in-place f32 all-reduce outside the shared-memory channel
+  // reduces from a staged copy (comm/mpi_communicator.hpp).
+  const int64_t staged = static_cast<int64_t>(kStagedAllReduceBytes / sizeof(float)) + 3;
+  for (const auto& [name, c] : comms())
+    for (ReduceOp op : kOps)
+      for (bool inplace : {false, true}) run(all_reduce_case(name, *c, DType::f32, staged, op, inplace, ++salt));
   // The short form reduces in place.
   Communicator& w = world();
   Tensor t = Tensor::empty({5});

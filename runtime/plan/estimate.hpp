@@ -21,8 +21,10 @@
 //   while in flight; stages 1-3 gather their kept parameters after the update through the
 //   scheduler's gather_kept.
 // - communication: the MPI communicator's f32 reduce-scatter ring buffer (2 x the largest shard,
-//   kept between operations), its pool of f32 staging buffers for 16-bit reductions (first fit,
-//   kept), and the one-element all-reduces of the overflow flag, the norm and the loss.
+//   kept between operations), its pool of f32 staging buffers for 16-bit reductions and large
+//   in-place f32 all-reduces across hosts (first fit, kept; not yet those of hybrid sharding's
+//   all-reduces over the replicas), and the one-element all-reduces of the overflow flag, the
+//   norm and the loss.
 // - other: the step's token and target batches.
 // Where the runtime's peak depends on when asynchronous collectives complete, the estimate is the
 // bound the rules allow: every reduction stays in flight (holding its unit's full gradients) until

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/mpi_communicator.hpp"
 #include "offload/swap_store.hpp"
 #include "runtime/plan/estimate_activations.hpp"
 #include "runtime/train/trainer.hpp"
@@ -23,8 +24,9 @@ size_t f32_bytes(int64_t elements) { return static_cast<size_t>(elements) * size
 
 // ---- The ZeRO engine's buffers, driven by its own scheduler -----------------------------------
 
-// The communicator's f32 staging buffers for 16-bit reductions (comm/mpi_communicator.cpp's
-// StagingPool): handed out first fit, taken back when the operation completes, never freed.
+// The communicator's f32 staging buffers for 16-bit reductions and large in-place f32 all-reduces
+// (comm/mpi_communicator.cpp's StagingPool): handed out first fit, taken back when the operation
+// completes, never freed.
 class GhostStaging {
  public:
   explicit GhostStaging(MemAccounting& mem) : mem_(mem) {}
@@ -268,8 +270,11 @@ class GhostUnit final : public ScheduledUnit {
     // own outside the ledger ([Note: shared-memory collectives] in comm/shm_channel.hpp).
     if (shm_) return;
     // Across hosts, MPI's: 16 bits stage through f32, in and out of an all-reduce, or in and
-    // this rank's slice of a reduce-scatter.
+    // this rank's slice of a reduce-scatter; a large f32 all-reduce (in place here) stages its
+    // input (kStagedAllReduceBytes in comm/mpi_communicator.hpp).
     if (wire) staged_ = rank_.staging.get(all_reduce ? 2 * P : P + S);
+    else if (all_reduce && f32_bytes(P) >= kStagedAllReduceBytes) staged_ = rank_.staging.get(P);
+    staging_ = wire || (all_reduce && f32_bytes(P) >= kStagedAllReduceBytes);
     // comm/mpi_communicator.cpp: a reduce-scatter (f32, or the staged f32 of 16 bits) runs as a
     // ring through a buffer of twice the shard, kept between operations and grown (new before old
     // is freed) for a longer shard. All-reduces run in MPI's own buffers.
@@ -317,10 +322,9 @@ class GhostUnit final : public ScheduledUnit {
   }
 
   void finish_reduce() {
-    if (reducing_ && plan_[UnitBuffer::wire_grads].exists()) {
-      if (!shm_) rank_.staging.put(staged_);
-      drop(UnitBuffer::wire_grads);
-    }
+    if (reducing_ && staging_) rank_.staging.put(staged_);
+    staging_ = false;
+    if (reducing_ && plan_[UnitBuffer::wire_grads].exists()) drop(UnitBuffer::wire_grads);
     // Stages 2-3 add the reduced slice into the f32 gradient shard: read both, write one.
     if (clock_ && reducing_ && stage_ >= 2) clock_->flat_work("accumulate", 3.0 * f32_bytes(geo_.shard));
     reducing_ = false;
@@ -343,7 +347,8 @@ class GhostUnit final : public ScheduledUnit {
   GhostClock* clock_;
   ParamState state_;
   bool grads_ = false, reducing_ = false;
-  size_t staged_ = 0;  // the staging buffer of the reduction in flight
+  size_t staged_ = 0;       // the staging buffer of the reduction in flight
+  bool staging_ = false;    // whether it holds one
   GhostParamOffload* poff_ = nullptr;
   int index_ = -1;
   bool pending_ = false;  // an update behind the next forward

@@ -17,15 +17,6 @@ using nlohmann::json;
 
 constexpr const char* kCollectives[] = {"all_gather", "reduce_scatter", "all_reduce"};
 
-int collective_index(TraceLane kind) {
-  switch (kind) {
-    case TraceLane::all_gather: return 0;
-    case TraceLane::reduce_scatter: return 1;
-    case TraceLane::all_reduce: return 2;
-    default: throw std::logic_error("collective_seconds: not a collective: " + std::string(trace_lane_name(kind)));
-  }
-}
-
 // Reads one JSON object's keys for a cluster file, naming the file and the key's path in every
 // error.
 class Reader {
@@ -108,6 +99,15 @@ Link read_link(const Reader& r, bool inter) {
 }
 
 }  // namespace
+
+int collective_index(TraceLane kind) {
+  switch (kind) {
+    case TraceLane::all_gather: return 0;
+    case TraceLane::reduce_scatter: return 1;
+    case TraceLane::all_reduce: return 2;
+    default: throw std::logic_error("collective_index: not a collective: " + std::string(trace_lane_name(kind)));
+  }
+}
 
 const LinkCost& Link::for_collective(TraceLane kind) const {
   const LinkCost& own = per_collective[size_t(collective_index(kind))];

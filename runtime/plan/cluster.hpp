@@ -63,6 +63,10 @@ struct GroupShape {
   int ranks = 1, per_node = 1, nodes = 1;
 };
 
+// A collective's index in per-collective arrays: all_gather 0, reduce_scatter 1, all_reduce 2.
+// std::logic_error for another lane.
+int collective_index(TraceLane kind);
+
 // Seconds for collective `kind` of `bytes` over `shape` ([Note: collective cost]); 0 for one rank.
 double collective_seconds(const Cluster& c, TraceLane kind, const GroupShape& shape, double bytes);
 

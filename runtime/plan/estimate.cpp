@@ -74,7 +74,6 @@ std::string category(size_t c) { return std::string(category_name(static_cast<Me
 }  // namespace
 
 MemoryEstimate estimate_memory(const Config& cfg, int world_size, int ranks_per_host) {
-  if (ranks_per_host <= 0) ranks_per_host = world_size;
   const std::unique_ptr<Model> owned = ghost_model(cfg, world_size);
   MemoryEstimate e;
   e.dims = owned->dims();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/mpi_communicator.hpp"
@@ -239,9 +240,7 @@ class GhostUnit final : public ScheduledUnit {
   // The gradient norm's read of what AdamW will read (ZeroEngine::grad_norm).
   void norm() {
     if (frozen_ || !clock_) return;
-    clock_->flat_work("norm", static_cast<double>(plan_[UnitBuffer::grad_shard].exists()
-                                                      ? plan_[UnitBuffer::grad_shard].bytes()
-                                                      : plan_[UnitBuffer::full_grads].bytes()));
+    clock_->flat_work("norm", static_cast<double>(plan_[UnitBuffer::grad_shard].bytes()));
   }
 
   void prepare_grads() override {
@@ -274,7 +273,6 @@ class GhostUnit final : public ScheduledUnit {
     // input (kStagedAllReduceBytes in comm/mpi_communicator.hpp).
     if (wire) staged_ = rank_.staging.get(all_reduce ? 2 * P : P + S);
     else if (all_reduce && f32_bytes(P) >= kStagedAllReduceBytes) staged_ = rank_.staging.get(P);
-    staging_ = wire || (all_reduce && f32_bytes(P) >= kStagedAllReduceBytes);
     // comm/mpi_communicator.cpp: a reduce-scatter (f32, or the staged f32 of 16 bits) runs as a
     // ring through a buffer of twice the shard, kept between operations and grown (new before old
     // is freed) for a longer shard. All-reduces run in MPI's own buffers.
@@ -322,8 +320,8 @@ class GhostUnit final : public ScheduledUnit {
   }
 
   void finish_reduce() {
-    if (reducing_ && staging_) rank_.staging.put(staged_);
-    staging_ = false;
+    if (staged_) rank_.staging.put(*staged_);
+    staged_.reset();
     if (reducing_ && plan_[UnitBuffer::wire_grads].exists()) drop(UnitBuffer::wire_grads);
     // Stages 2-3 add the reduced slice into the f32 gradient shard: read both, write one.
     if (clock_ && reducing_ && stage_ >= 2) clock_->flat_work("accumulate", 3.0 * f32_bytes(geo_.shard));
@@ -347,8 +345,7 @@ class GhostUnit final : public ScheduledUnit {
   GhostClock* clock_;
   ParamState state_;
   bool grads_ = false, reducing_ = false;
-  size_t staged_ = 0;       // the staging buffer of the reduction in flight
-  bool staging_ = false;    // whether it holds one
+  std::optional<size_t> staged_;  // the staging buffer of the reduction in flight, if it has one
   GhostParamOffload* poff_ = nullptr;
   int index_ = -1;
   bool pending_ = false;  // an update behind the next forward

@@ -16,10 +16,6 @@ namespace zt {
 
 namespace {
 
-int lane_index(TraceLane kind) {
-  return kind == TraceLane::all_gather ? 0 : kind == TraceLane::reduce_scatter ? 1 : 2;
-}
-
 // `n` ranks of a group, consecutive ranks `stride` apart, on nodes of `per_node` devices.
 GroupShape shape_of(int n, int stride, int per_node) {
   GroupShape s;
@@ -58,7 +54,7 @@ class SimClock final : public GhostClock {
   }
   int issue(TraceLane kind, GhostGroup g, double bytes, int after, const std::string& name) override {
     Op op{kind, g, after, name, collective_seconds(c_, kind, shapes_[size_t(g)], bytes)};
-    sim_.comm_s[size_t(lane_index(kind))] += op.seconds;
+    sim_.comm_s[size_t(collective_index(kind))] += op.seconds;
     (groups_.inter(g) ? sim_.comm_bytes_inter : sim_.comm_bytes_intra) += bytes_sent(kind, shapes_[size_t(g)].ranks, bytes);
     ops_.push_back(op);
     const int id = static_cast<int>(ops_.size()) - 1;
@@ -156,14 +152,14 @@ class SimClock final : public GhostClock {
   std::map<std::string, double> open_;  // compute spans begun, by name
 };
 
-std::string sharding_name(const ZeroConfig& z, const GhostGroups& g) {
+std::string sharding_name(int stage, const GhostGroups& g) {
   const std::string groups = std::to_string(g.replicas()) + " groups of " + std::to_string(g.shard);
-  switch (z.stage) {
+  switch (stage) {
     case 0: return "NO_SHARD (stage 0)";
     case 1: return "stage 1 (optimizer states sharded)";
-    case 2: return z.hybrid ? "_HYBRID_SHARD_ZERO2 (stage 2 within " + groups + ")" : "SHARD_GRAD_OP (stage 2)";
+    case 2: return g.hybrid ? "_HYBRID_SHARD_ZERO2 (stage 2 within " + groups + ")" : "SHARD_GRAD_OP (stage 2)";
     default:
-      if (z.hybrid) return "HYBRID_SHARD (stage 3 within " + groups + ")";
+      if (g.hybrid) return "HYBRID_SHARD (stage 3 within " + groups + ")";
       if (g.secondary > 1) return "FULL_SHARD with hpZ (secondary shards within groups of " + std::to_string(g.secondary) + ")";
       return "FULL_SHARD (stage 3)";
   }
@@ -193,9 +189,7 @@ Simulation simulate_step(const Config& cfg, int world, const Cluster& cluster) {
   Simulation s = clock.result();
   s.world = world;
   s.stage = cfg.zero.stage;
-  ZeroConfig z = cfg.zero;
-  z.hybrid = z.hybrid && z.stage >= 2;
-  s.sharding = sharding_name(z, step.groups());
+  s.sharding = sharding_name(cfg.zero.stage, step.groups());
   s.step_s = clock.elapsed();
   s.peak_bytes = step.ledger().snapshot().total_peak;
   s.tokens_per_step = static_cast<double>(cfg.micro_batch) * cfg.data.seq_len * cfg.grad_accum;

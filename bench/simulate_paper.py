@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Llama 3 8B and 70B at T=4096 on 8 to 4096 H100s, simulated by `ztrain simulate` for FULL_SHARD,
 HYBRID_SHARD (groups of a node), hpZ (secondary shards within a node) and SHARD_GRAD_OP: a
-markdown table on stdout and a plot of tokens/s per GPU and MFU (PNG, needs matplotlib).
+markdown table on stdout and, given PNG, a plot of tokens/s per GPU (needs matplotlib: run it with
+the python scripts/install-peers.sh prints).
     bench/simulate_paper.py ZTRAIN [PNG]
 """
 import json

@@ -141,6 +141,10 @@ echo '{"devices_per_node": 8, "device": {"flops": 1e15, "memory_bandwidth": 1e12
 expect 1 "'links.intra.bandwidth' must be in" -- "$ztrain" simulate --config "$dir/c.json" --cluster "$dir/bad.json"
 echo '{"devices_per_node": 8, "device": {"flops": 1e15, "memory_bandwidth": 1e12}, "links": {}}' > "$dir/bad.json"
 expect 1 "'links.intra' is missing" -- "$ztrain" simulate --config "$dir/c.json" --cluster "$dir/bad.json"
+echo '{"devices_per_node": 8, "device": {"flops": 1e15, "memory_bandwidth": 1e12}, "links": {"intra": {"bandwidth": 1e11, "latency": 0}}, "progress": "sometimes"}' > "$dir/bad.json"
+expect 1 "'progress' must be async or polled, got 'sometimes'" -- "$ztrain" simulate --config "$dir/c.json" --cluster "$dir/bad.json"
+echo '{"devices_per_node": 8, "device": {"flops": "fast", "memory_bandwidth": 1e12}, "links": {"intra": {"bandwidth": 1e11, "latency": 0}}}' > "$dir/bad.json"
+expect 1 "'device.flops' must be a number" -- "$ztrain" simulate --config "$dir/c.json" --cluster "$dir/bad.json"
 expect 1 "shard_group_size" -- "$ztrain" simulate --config "$dir/c.json" --cluster "$clusters/h100_ib.json" \
   --world-size 12 --set zero_optimization.sharding_strategy=HYBRID_SHARD --set zero_optimization.shard_group_size=8
 finish "simulate: bytes equal real runs' at np 2 and 4 in every mode, free network and compute, 4096 H100s, bad input"

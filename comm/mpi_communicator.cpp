@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "comm/mpi_host.hpp"
 #include "comm/mpi_progress.hpp"
 #include "comm/mpi_ring.hpp"
 #include "comm/shm_channel.hpp"
@@ -317,6 +318,13 @@ class MpiCommunicator final : public Communicator {
 
 bool g_owns_mpi = false;
 
+// Each communicator's progress thread calls MPI concurrently with the others' and the caller's.
+void check_thread_level(int provided) {
+  if (provided < MPI_THREAD_MULTIPLE)
+    throw CommError("the MPI library provides thread level " + std::to_string(provided) +
+                    "; ztrain needs MPI_THREAD_MULTIPLE (MPI_Init_thread with MPI_THREAD_MULTIPLE)");
+}
+
 }  // namespace
 
 MpiSession::MpiSession(int* argc, char*** argv) {
@@ -329,10 +337,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
     check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
     g_owns_mpi = true;
   }
-  // Each communicator's progress thread calls MPI concurrently with the others'.
-  if (provided < MPI_THREAD_MULTIPLE)
-    throw CommError("the MPI library provides thread level " + std::to_string(provided) +
-                    "; ztrain needs MPI_THREAD_MULTIPLE");
+  check_thread_level(provided);
 }
 
 MpiSession::~MpiSession() {
@@ -343,6 +348,23 @@ MpiSession::~MpiSession() {
 std::unique_ptr<Communicator> make_mpi_communicator() {
   MPI_Comm dup;
   check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
+  return std::make_unique<MpiCommunicator>(dup);
+}
+
+std::unique_ptr<Communicator> adopt_mpi_communicator(MPI_Comm host) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    throw CommError(std::string("MPI is ") + (finalized ? "finalized already" : "not initialized") +
+                    ": the host program calls MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) before handing ztrain a "
+                    "communicator, and MPI_Finalize after the last trainer is destroyed");
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  check_thread_level(provided);
+  if (host == MPI_COMM_NULL) throw CommError("the communicator is MPI_COMM_NULL");
+  MPI_Comm dup;
+  check(MPI_Comm_dup(host, &dup), "MPI_Comm_dup");
   return std::make_unique<MpiCommunicator>(dup);
 }
 

@@ -81,6 +81,7 @@ std::atomic<Together> g_together{Together::no};
 
 void mark_failing_together(bool own) { g_together = own ? Together::own : Together::echoed; }
 Together failing_together() { return g_together; }
+void forget_failing_together() { g_together = Together::no; }
 
 std::string ProcessGroup::prefix() const { return size() > 1 ? "[rank " + std::to_string(rank()) + "] " : ""; }
 

@@ -53,6 +53,9 @@ enum class Together { no, own, echoed };
 void mark_failing_together(bool own);
 // What the last mark said (Together::no if none was made).
 Together failing_together();
+// Back to Together::no: a library call starts afresh (runtime/api/), so an earlier call's mark
+// does not describe a later error.
+void forget_failing_together();
 
 class ProcessGroup {
  public:

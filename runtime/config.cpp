@@ -197,6 +197,7 @@ struct Seen {
   bool chat_keys = false;
   bool precision = false;  // a bf16 (bfloat16) or fp16 section was given
   bool val_interval = false;
+  bool batches_from_caller = false;  // BatchSource::caller: data.train may be left out
 };
 
 
@@ -714,8 +715,8 @@ void check_values(Config& c, const Seen& seen) {
   if (m.arch != "gpt2" && !c.train.save_model.empty() && !c.train.save_model.ends_with(".safetensors"))
     fail("train.save_model", show(c.train.save_model) + ": llm.c's format holds GPT-2 only; name a .safetensors file "
                              "for model.arch " + show(m.arch));
-  if (!seen.data_train) fail("data.train", "required key missing");
-  if (d.train.empty()) fail("data.train", "must not be empty");
+  if (!seen.data_train && !seen.batches_from_caller) fail("data.train", "required key missing");
+  if (seen.data_train && d.train.empty()) fail("data.train", "must not be empty");
   at_least("data.seq_len", d.seq_len, 1);
   if (known("max_seq_len") && d.seq_len > m.dims.max_seq_len)
     fail("data.seq_len", show(d.seq_len) + " must be <= model.max_seq_len " + show(m.dims.max_seq_len));
@@ -811,11 +812,11 @@ std::string read_file(const std::string& path) {
 // array elements are left out of the path.
 class DuplicateKeyCheck {
  public:
-  explicit DuplicateKeyCheck(std::string file) : file_(std::move(file)) {}
+  explicit DuplicateKeyCheck(std::string where) : where_(std::move(where)) {}  // "'PATH'" or a description
 
   bool operator()(int depth, json::parse_event_t event, json& parsed) {
     using E = json::parse_event_t;
-    if (opens_too_deep(depth, event)) throw ConfigError("config: '" + file_ + "': " + kTooDeep);
+    if (opens_too_deep(depth, event)) throw ConfigError("config: " + where_ + ": " + kTooDeep);
     if (event == E::object_start || event == E::array_start) stack_.emplace_back();
     if (event == E::object_end || event == E::array_end) stack_.pop_back();
     if (event == E::key) {
@@ -832,7 +833,7 @@ class DuplicateKeyCheck {
   }
 
  private:
-  std::string file_;
+  std::string where_;
   std::vector<std::pair<std::set<std::string>, std::string>> stack_;  // per open object: keys so far, current key
 };
 
@@ -878,9 +879,10 @@ void apply_override(json& j, const std::string& assignment) {
   }
 }
 
-Config parse_config(const json& j) {
+Config parse_config(const json& j, BatchSource batches) {
   Config c;
   Seen seen;
+  seen.batches_from_caller = batches == BatchSource::caller;
   Section top(j, "");
   for (auto it = j.begin(); it != j.end(); ++it)
     for (std::string_view k : kDeepSpeedNotYet)
@@ -906,21 +908,32 @@ Config parse_config(const json& j) {
   return c;
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  const std::string text = read_file(path);
-  json j;
+namespace {
+// `text` as JSON; `where` names it in the message ("'PATH'", or "the inline configuration").
+json parse_json_text(const std::string& text, const std::string& where) {
   try {
-    j = json::parse(text, DuplicateKeyCheck(path));
+    return json::parse(text, DuplicateKeyCheck(where));
   } catch (const json::exception& e) {
     // A syntax error, or a number too large for a double (out_of_range 406, found by fuzzing).
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; the rest has line and column.
     std::string msg = e.what();
     if (const size_t close = msg.find("] "); msg.starts_with("[json.exception") && close != std::string::npos)
       msg.erase(0, close + 2);
-    throw ConfigError("config: '" + path + "' is not valid JSON: " + msg);
+    throw ConfigError("config: " + where + " is not valid JSON: " + msg);
   }
+}
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, BatchSource batches) {
+  json j = parse_json_text(read_file(path), "'" + path + "'");
   for (const auto& o : overrides) apply_override(j, o);
-  return parse_config(j);
+  return parse_config(j, batches);
+}
+
+Config load_config_text(const std::string& path_or_json, BatchSource batches) {
+  const size_t first = path_or_json.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || path_or_json[first] != '{') return load_config(path_or_json, {}, batches);
+  return parse_config(parse_json_text(path_or_json, "the inline configuration"), batches);
 }
 
 void check_batch_size(const Config& c, int world_size) {

@@ -207,12 +207,19 @@ struct Config {
 // otherwise. Intermediate objects are created as needed.
 void apply_override(nlohmann::json& j, const std::string& assignment);
 
+// Where a run's batches come from: its data files (`ztrain train`: data.train is required), or
+// the caller of the embedding API (include/ztrain/ztrain.h: data.train may be left out).
+enum class BatchSource { data, caller };
+
 // Validates and converts; throws ConfigError.
-Config parse_config(const nlohmann::json& j);
+Config parse_config(const nlohmann::json& j, BatchSource batches = BatchSource::data);
 
 // Reads the file (ConfigError naming the file if missing or not JSON), applies the overrides in
 // order, then parses.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                   BatchSource batches = BatchSource::data);
+// A file's path, or the JSON text itself where it starts with '{' (the embedding API takes either).
+Config load_config_text(const std::string& path_or_json, BatchSource batches);
 
 // Checks train_batch_size == micro * accumulation * world_size (when given); the message gives all
 // four numbers.

@@ -100,6 +100,7 @@ class CpuAllocator final : public Allocator {
     else std::free(p);
     accounting_.sub(c, bytes);
   }
+  size_t empty_cache() override { return cache_.release(); }
 
  private:
   HostBlockCache cache_;

@@ -63,6 +63,10 @@ class Allocator {
   // Host memory for staging this allocator's data on the host: page-locked and registered with a
   // device (so its copies run at full speed), or for host memory the host allocator itself.
   virtual Allocator& pinned_host();
+  // Hands the blocks this allocator keeps for reuse back to the system (or the device's driver);
+  // returns their bytes. A library's host calls this (through zt_trainer_destroy) to get back what
+  // a trainer took.
+  virtual size_t empty_cache() { return 0; }
   MemAccounting& accounting() { return accounting_; }
 
  protected:

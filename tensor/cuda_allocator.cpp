@@ -176,7 +176,7 @@ class CudaAllocator final : public Allocator {
   }
 
   BlockPoolStats stats() const { return pool_.stats(); }
-  size_t empty_cache() {
+  size_t empty_cache() override {
     CudaDeviceGuard on(device_);
     return pool_.empty_cache();
   }

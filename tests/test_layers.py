@@ -22,7 +22,7 @@ FOLDERS = {
 }
 # runtime/'s rooms, top first; a room may include the rooms after it, except its peers ("zero" and
 # "data" are peers; "text" is the tokenizer, below data), and the files in runtime/ itself (config, trace, file I/O, agreement) use no room.
-ROOMS = [["cli"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], ["text"], [""]]
+ROOMS = [["cli"], ["api"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], ["text"], [""]]
 rank = {room: i for i, group in enumerate(ROOMS) for room in group}
 # What runtime/ may use of models/: the interface, its dimensions, the factory and the file formats
 # (GGUF's reader for the tokenizer metadata a GGUF file carries beside the weights).

@@ -15,6 +15,7 @@
 #include "comm/process_group.hpp"
 #include "models/registry.hpp"
 #include "runtime/agreed.hpp"
+#include "runtime/api/trainer_handle.hpp"
 #include "runtime/cli/cli_flags.hpp"
 #include "runtime/config.hpp"
 #include "runtime/plan/estimate.hpp"
@@ -25,7 +26,6 @@
 #include "runtime/cli/tokenize.hpp"
 #include "runtime/text/chat_template.hpp"
 #include "runtime/text/tokenizer_files.hpp"
-#include "runtime/train/trainer.hpp"
 #include "runtime/checkpoint/weights.hpp"
 
 namespace zt {
@@ -87,11 +87,16 @@ int cmd_train(int argc, char** argv, ProcessGroup& pg) {
   // and ranks that all fail alike end together ([Note: failing together]).
   Config cfg;
   agreed(pg.world(), "reading the command line and the configuration", [&] { cfg = train_config(argc, argv); });
-  Trainer trainer(cfg, pg.world());
-  // Only rank 0 prints progress; every rank would print the same numbers.
-  trainer.run([&](const std::string& line) {
-    if (pg.rank() == 0) write_line(STDOUT_FILENO, line);
-  });
+  // The embedding API's trainer, driven as any host drives it (runtime/api/trainer_handle.hpp); its
+  // log goes to standard output from rank 0. An error comes back as its message, with the mark of
+  // an error every rank raised together still set ([Note: failing the job]).
+  auto ok = [](zt_status s) {
+    if (s != ZT_OK) throw std::runtime_error(zt_last_error());
+  };
+  zt_trainer* t = nullptr;
+  ok(api::create_trainer(cfg, pg.world(), &t));
+  const std::unique_ptr<zt_trainer, zt_status (*)(zt_trainer*)> owned(t, zt_trainer_destroy);
+  ok(zt_trainer_run(t));
   return 0;
 }
 

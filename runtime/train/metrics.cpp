@@ -43,7 +43,7 @@ void MetricsWriter::line(const std::string& json) {
   if (!out_) throw std::runtime_error("train.metrics: write to '" + path_ + "' failed" + reason());
 }
 
-void MetricsWriter::write(const StepStats& s) {
+std::string metrics_json(const StepStats& s) {
   nlohmann::json peak;
   for (size_t c = 0; c < kMemCategories; ++c) peak[std::string(category_name(static_cast<MemCategory>(c)))] = s.mem.peak[c];
   peak["total"] = s.mem.total_peak;
@@ -55,8 +55,10 @@ void MetricsWriter::write(const StepStats& s) {
   if (s.loss_scale > 0) j["loss_scale"] = s.loss_scale;
   if (s.loss_scale > 0 || s.skipped) j["skipped"] = s.skipped;
   if (s.nonfinite) j["nonfinite"] = true;  // (the loss is null then: JSON has no NaN)
-  line(j.dump());
+  return j.dump();
 }
+
+void MetricsWriter::write(const StepStats& s) { line(metrics_json(s)); }
 
 void MetricsWriter::write_val(int step, double val_loss) {
   line(nlohmann::json{{"step", step}, {"val_loss", val_loss}}.dump());

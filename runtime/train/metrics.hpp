@@ -45,6 +45,8 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
+// The metrics file's line for a step: one JSON object.
+std::string metrics_json(const StepStats& s);
 std::string progress_line(const StepStats& s, int total_steps);
 std::string val_line(int step, double val_loss);
 std::string human_bytes(size_t bytes);

@@ -190,9 +190,12 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
         model_->base_units());
   }
 
-  train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
-  if (!cfg_.data.val.empty() || cfg_.data.format == "bytes" || cfg_.data.format == "chat")
+  // Without data.train the batches come from the caller only (Trainer::step(inputs, targets)).
+  if (!cfg_.data.train.empty())
+    train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
+  if (train_ && (!cfg_.data.val.empty() || cfg_.data.format == "bytes" || cfg_.data.format == "chat"))
     val_ = make_loader(cfg_.data, Split::val, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
+  dims_vocab_ = dims.vocab_size;
   for (DataLoader* l : {train_.get(), val_.get()})
     if (l) l->limit_tokens(dims.vocab_size);
   // More validation batches than the data holds would wrap around and count some batches twice:
@@ -209,26 +212,34 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   targets_ = Tensor::empty({B_, T_}, DType::i32, MemCategory::other);
   tape_.set_profile(&profile_);
   tape_.set_marker(&backend(comm_.memory().device()));  // NVTX ranges where the model is on a GPU
-  if (!cfg_.train.resume.empty()) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const TrainPosition p = load_checkpoint(cfg_.train.resume, cfg_, comm_, *model_, *engine_);
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "resumed from %s at step %d (%.2f s)", cfg_.train.resume.c_str(), p.steps_done,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    resumed_ = buf;
-    last_saved_ = cfg_.train.resume;
-    if (p.steps_done == cfg_.train.steps)
-      resumed_ += "\nwarning: the checkpoint is at train.steps (" + std::to_string(p.steps_done) +
-                  ") already: nothing left to train, only the outputs are written";
-    steps_done_ = p.steps_done;
-    updates_done_ = p.updates_done;
-    model_->set_dropout_stream(dropout_stream(cfg_, comm_.rank()), uint64_t(p.steps_done) * uint64_t(cfg_.grad_accum));
-    scaler_.restore(p.scaler);
-    train_->skip(static_cast<int64_t>(p.steps_done) * cfg_.grad_accum);  // every step read grad_accum batches
+  if (!cfg_.train.resume.empty()) resume_from(cfg_.train.resume);
+  if (!cfg_.train.metrics.empty() && comm_.rank() == 0)
+    metrics_ = std::make_unique<MetricsWriter>(cfg_.train.metrics, cfg_.train.resume.empty() ? -1 : steps_done_);
+}
+
+void Trainer::resume_from(const std::string& dir) {
+  engine_->finish_update();  // an update still running behind must not land on the loaded states
+  const auto t0 = std::chrono::steady_clock::now();
+  const TrainPosition p = load_checkpoint(dir, cfg_, comm_, *model_, *engine_);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "resumed from %s at step %d (%.2f s)", dir.c_str(), p.steps_done,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  resumed_ = buf;
+  last_saved_ = dir;
+  if (p.steps_done == cfg_.train.steps)
+    resumed_ += "\nwarning: the checkpoint is at train.steps (" + std::to_string(p.steps_done) +
+                ") already: nothing left to train, only the outputs are written";
+  steps_done_ = p.steps_done;
+  updates_done_ = p.updates_done;
+  model_->set_dropout_stream(dropout_stream(cfg_, comm_.rank()), uint64_t(p.steps_done) * uint64_t(cfg_.grad_accum));
+  scaler_.restore(p.scaler);
+  if (train_) {  // every step read grad_accum batches
+    train_->reset();
+    train_->skip(static_cast<int64_t>(p.steps_done) * cfg_.grad_accum);
   }
 }
 
-double Trainer::save() {
+double Trainer::save(const std::string& root) {
   // An update still running behind ([Note: update behind the next forward]) is the step's I/O,
   // not the save's: it ends before the save's clock starts.
   engine_->finish_update();
@@ -237,13 +248,43 @@ double Trainer::save() {
   p.steps_done = steps_done_;
   p.updates_done = updates_done_;
   p.scaler = scaler_.state();
-  save_checkpoint(cfg_, comm_, *model_, *engine_, p);
-  last_saved_ = (std::filesystem::path(cfg_.checkpoint.dir) / ("step_" + std::to_string(steps_done_))).string();
-  if (checkpoints_) checkpoints_->saved(steps_done_);
+  const bool configured = root.empty() || root == cfg_.checkpoint.dir;
+  Config where = cfg_;
+  if (!configured) where.checkpoint.dir = root;
+  save_checkpoint(where, comm_, *model_, *engine_, p);
+  last_saved_ = (std::filesystem::path(where.checkpoint.dir) / ("step_" + std::to_string(steps_done_))).string();
+  if (checkpoints_ && configured) checkpoints_->saved(steps_done_);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 StepStats Trainer::step() {
+  if (!train_) throw std::logic_error("Trainer::step() without data.train");  // run() and the API check first
+  const int64_t bt = int64_t(B_) * T_;
+  step_inputs_.resize(size_t(cfg_.grad_accum * bt));
+  step_targets_.resize(size_t(cfg_.grad_accum * bt));
+  for (int micro = 0; micro < cfg_.grad_accum; ++micro)
+    train_->next(&step_inputs_[size_t(micro * bt)], &step_targets_[size_t(micro * bt)]);
+  return step_on(step_inputs_.data(), step_targets_.data(), train_->masks_targets());
+}
+
+StepStats Trainer::step(const int32_t* inputs, const int32_t* targets) { return step_on(inputs, targets, true); }
+
+void Trainer::check_batch(const int32_t* inputs, const int32_t* targets) const {
+  if (!inputs || !targets) throw std::invalid_argument(std::string(!inputs ? "tokens" : "targets") + " is a null pointer");
+  const int64_t n = int64_t(B_) * T_;
+  auto where = [&](const char* what, int64_t i, int32_t v) {
+    return std::string(what) + "[" + std::to_string(i) + "] (row " + std::to_string(i / T_) + ", position " +
+           std::to_string(i % T_) + ") is " + std::to_string(v) + ", outside the model's vocabulary [0, " +
+           std::to_string(dims_vocab_) + ")";
+  };
+  for (int64_t i = 0; i < n; ++i)
+    if (inputs[i] < 0 || inputs[i] >= dims_vocab_) throw std::invalid_argument(where("tokens", i, inputs[i]));
+  for (int64_t i = 0; i < n; ++i)
+    if (targets[i] < -1 || targets[i] >= dims_vocab_)
+      throw std::invalid_argument(where("targets", i, targets[i]) + " (-1 leaves a position out of the loss)");
+}
+
+StepStats Trainer::step_on(const int32_t* inputs, const int32_t* targets, bool may_mask) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   comm_.memory().accounting().reset_peaks();  // where the model lives
@@ -254,23 +295,22 @@ StepStats Trainer::step() {
   // (chat data leaves the prompt's out, as -1), and so is the gradient: micro-batch k's mean loss
   // seeds backward with W * counted_k / counted_all (W: the ranks, whose gradients are averaged),
   // so np, ZeRO stage and accumulation do not change what is trained, however the masks fall.
-  // Without masks that weight is 1/accumulation, and the step counts nothing.
+  // Without masks that weight is 1/accumulation, and the step counts nothing; a step that counted
+  // and found nothing left out on any rank is trained and reported as one without masks, so the
+  // caller's batches give the same numbers as token shards do.
   const int accum = cfg_.grad_accum;
   const double loss_scale = scaler_.scale();
   const int64_t bt = int64_t(B_) * T_;
-  const bool masked = train_->masks_targets();
-  step_inputs_.resize(size_t(accum * bt));
-  step_targets_.resize(size_t(accum * bt));
   std::vector<int64_t> counted(size_t(accum), bt);
-  for (int micro = 0; micro < accum; ++micro) {
-    train_->next(&step_inputs_[size_t(micro * bt)], &step_targets_[size_t(micro * bt)]);
-    if (masked) counted[size_t(micro)] = bt - std::count(&step_targets_[size_t(micro * bt)], &step_targets_[size_t((micro + 1) * bt)], -1);
-  }
-  const int64_t all = masked ? count_over_ranks(std::accumulate(counted.begin(), counted.end(), int64_t{0})) : 0;
+  if (may_mask)
+    for (int micro = 0; micro < accum; ++micro)
+      counted[size_t(micro)] = bt - std::count(targets + micro * bt, targets + (micro + 1) * bt, -1);
+  const int64_t all = may_mask ? count_over_ranks(std::accumulate(counted.begin(), counted.end(), int64_t{0})) : 0;
+  const bool masked = may_mask && all != int64_t(accum) * bt * comm_.size();
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
-    std::copy_n(&step_inputs_[size_t(micro * bt)], bt, inputs_.data<int32_t>());
-    std::copy_n(&step_targets_[size_t(micro * bt)], bt, targets_.data<int32_t>());
+    std::copy_n(inputs + micro * bt, bt, inputs_.data<int32_t>());
+    std::copy_n(targets + micro * bt, bt, targets_.data<int32_t>());
     engine_->begin_pass(micro == accum - 1);
     Tensor loss = model_->forward(tape_, inputs_, targets_);
     const double weight = all > 0 ? double(comm_.size()) * double(counted[size_t(micro)]) / double(all) : 0.0;
@@ -293,7 +333,7 @@ StepStats Trainer::step() {
   if (nonfinite_in_a_row_ > cfg_.train.skip_nonfinite_steps) throw_nonfinite(loss, norm);
   if (!nonfinite && checkpoints_) checkpoints_->confirm();  // [Note: keep_last waits for a finite step]
   const bool skipped = overflow || nonfinite;
-  const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, updates_done_);
+  const double lr = lr_override_ ? *lr_override_ : learning_rate(cfg_.scheduler, cfg_.optimizer.lr, updates_done_);
   if (!skipped) {
     // torch.nn.utils.clip_grad_norm_'s rule, so clipped runs compare with PyTorch's.
     double coef = 1.0;
@@ -320,6 +360,7 @@ StepStats Trainer::step() {
   const auto [intra, inter] = bytes_sent();
   s.comm_bytes_inter = inter - inter_before;
   s.comm_bytes = s.comm_bytes_inter + intra - intra_before;
+  if (metrics_) metrics_->write(s);
   return s;
 }
 
@@ -351,28 +392,51 @@ void Trainer::throw_nonfinite(double loss, double norm) const {
   // The loss and the norm are reduced over the ranks, so every rank stops here alike: rank 0 says
   // it ([Note: failing together]).
   mark_failing_together(comm_.rank() == 0);
-  throw std::runtime_error(msg);
+  throw NonfiniteStep(msg);
 }
 
 double Trainer::validate() {
   if (!val_) throw std::logic_error("validate() without validation data");
   val_->reset();
-  Tape::NoGrad no_grad(tape_);
   const bool masked = val_->masks_targets();
   double sum = 0.0;
   int64_t counted = 0;
   for (int i = 0; i < cfg_.train.val_batches; ++i) {
     val_->next(inputs_.data<int32_t>(), targets_.data<int32_t>());
-    const int32_t* tg = targets_.data<int32_t>();
-    const int64_t n = masked ? int64_t(B_) * T_ - std::count(tg, tg + int64_t(B_) * T_, -1) : 1;
-    engine_->begin_pass(false);
-    sum += model_->forward(tape_, inputs_, targets_).data<float>()[0] * double(n);
+    const auto [loss, n] = eval_batch(masked);
+    sum += loss;
     counted += n;
-    engine_->end_pass();
   }
   if (!masked) return mean_over_ranks(sum / cfg_.train.val_batches);
   const int64_t all = count_over_ranks(counted);  // [Note: masked loss]
   return all > 0 ? sum_over_ranks(sum) / double(all) : 0.0;
+}
+
+double Trainer::evaluate(const int32_t* inputs, const int32_t* targets) {
+  const int64_t bt = int64_t(B_) * T_;
+  std::copy_n(inputs, bt, inputs_.data<int32_t>());
+  std::copy_n(targets, bt, targets_.data<int32_t>());
+  const auto [sum, n] = eval_batch(true);
+  const int64_t all = count_over_ranks(n);  // [Note: masked loss]
+  if (all == bt * comm_.size()) return mean_over_ranks(sum / double(n));  // nothing left out: as validate()
+  return all > 0 ? sum_over_ranks(sum) / double(all) : 0.0;
+}
+
+std::pair<double, int64_t> Trainer::eval_batch(bool masked) {
+  Tape::NoGrad no_grad(tape_);
+  const int32_t* tg = targets_.data<int32_t>();
+  const int64_t n = masked ? int64_t(B_) * T_ - std::count(tg, tg + int64_t(B_) * T_, -1) : 1;
+  engine_->begin_pass(false);
+  const double loss = model_->forward(tape_, inputs_, targets_).data<float>()[0] * double(n);
+  engine_->end_pass();
+  return {loss, n};
+}
+
+void Trainer::write_model(const std::string& path, const std::string& format, const std::string& what) {
+  engine_->finish_update();
+  agreed(host_comm_, what + ": writing '" + path + "'", [&] {
+    write_gathered_model(*engine_, *model_, comm_.rank(), format, path, what, DType::f32);
+  });
 }
 
 double Trainer::mean_over_ranks(double v) {
@@ -454,10 +518,12 @@ std::string run_banner(const Trainer& t) {
 
 void Trainer::run(const std::function<void(const std::string&)>& log) {
   const TrainConfig& tc = cfg_.train;
-  const bool lead = comm_.rank() == 0;
-  std::unique_ptr<MetricsWriter> metrics;
-  if (!tc.metrics.empty() && lead)
-    metrics = std::make_unique<MetricsWriter>(tc.metrics, tc.resume.empty() ? -1 : steps_done_);
+  agreed<ConfigError>(host_comm_, "checking data.train", [&] {
+    if (!train_)
+      throw ConfigError("config: data.train: required key missing (a whole run reads its batches from it; "
+                        "zt_trainer_step takes them from the caller instead)");
+  });
+  MetricsWriter* metrics = metrics_.get();
   log(run_banner(*this));
   if (!loaded_.empty()) log(loaded_);
   for (const DataLoader* l : {train_.get(), val_.get()})
@@ -469,7 +535,6 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   if (validating) log(val_line(0, validate()));
   while (steps_done_ < tc.steps) {
     const StepStats s = step();
-    if (metrics) metrics->write(s);
     if (s.step % cfg_.steps_per_print == 0 || s.step == 1 || s.step == tc.steps) log(progress_line(s, tc.steps));
     if (validating && (s.step % tc.val_interval == 0 || s.step == tc.steps)) {
       const double v = validate();
@@ -487,11 +552,8 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
   if (checkpoints_) checkpoints_->confirm();
   // Every rank takes part in gathering the parameters, a unit at a time; rank 0 writes them.
   if (!tc.save_model.empty()) {
-    agreed(host_comm_, "train.save_model: writing '" + tc.save_model + "'", [&] {
-      // [Note: export formats]: Hugging Face's names for a .safetensors path, llm.c's file otherwise.
-      const char* format = tc.save_model.ends_with(".safetensors") ? "safetensors" : "llmc";
-      write_gathered_model(*engine_, *model_, comm_.rank(), format, tc.save_model, "train.save_model", DType::f32);
-    });
+    // [Note: export formats]: Hugging Face's names for a .safetensors path, llm.c's file otherwise.
+    write_model(tc.save_model, tc.save_model.ends_with(".safetensors") ? "safetensors" : "llmc", "train.save_model");
     log("saved model to " + tc.save_model);
   }
   if (trace_) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <utility>
 #include <string>
 #include <vector>
@@ -22,6 +24,12 @@
 #include "tensor/tape.hpp"
 
 namespace zt {
+
+// [Note: non-finite steps]: a step that ends the run.
+class NonfiniteStep : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // Dimensions from the config, or from model.init_from (runtime/checkpoint/weights.hpp); with init_from,
 // dimensions the config also gives must agree (ConfigError naming both values), and so must the
@@ -50,23 +58,51 @@ class Trainer {
   // so no non-finite state is trained on or saved (and keep_last never pushes a good checkpoint
   // out for it). train.skip_nonfinite_steps lets that many such steps in a row be skipped
   // instead, as fp16 skips an overflow: no update on any rank, the data moves on.
+  //
+  // One optimizer step over gradient_accumulation_steps micro-batches of data.train (a Trainer
+  // without data.train has none to read: run() says so). Rank 0 writes its metrics line.
   StepStats step();
+  // The same over the caller's micro-batches: `inputs` and `targets` hold gradient_accumulation_steps
+  // micro-batches of micro_batch x seq_len tokens each, one after the other, each checked by
+  // check_batch (a target of -1 leaves its position out of the loss, [Note: masked loss]).
+  StepStats step(const int32_t* inputs, const int32_t* targets);
+  // Throws std::invalid_argument naming the first token or target outside the vocabulary (or a
+  // null pointer) in one micro-batch. This rank's own check: callers agree on it (runtime/agreed.hpp).
+  void check_batch(const int32_t* inputs, const int32_t* targets) const;
   // Mean loss over train.val_batches validation batches (no gradients), at most the batches the
   // validation data holds.
   double validate();
-  // Collective: a checkpoint of this point into checkpoint.dir ([Note: checkpoint layout]);
-  // returns the seconds it took. A Trainer built with train.resume starts from one.
-  double save();
+  // Mean loss of one micro-batch of the caller's (checked by check_batch) over the ranks, without
+  // gradients; counted as validate() and step() count.
+  double evaluate(const int32_t* inputs, const int32_t* targets);
+  // Collective: a checkpoint of this point into `root` (default checkpoint.dir) as
+  // root/step_<steps> ([Note: checkpoint layout]); returns the seconds it took. checkpoint.keep_last
+  // prunes checkpoint.dir only. A Trainer built with train.resume starts from one.
+  double save(const std::string& root = {});
+  // Collective: continues from the checkpoint in `dir` (a step folder, or a root's latest), as
+  // train.resume does at construction: the states, the step count, the schedule's position and
+  // data.train's. A failure may leave the states partly loaded: the Trainer is not to be used then.
+  void resume_from(const std::string& dir);
+  // From the next step on, the learning rate is `lr`, whatever the scheduler says.
+  void set_lr(double lr) { lr_override_ = lr; }
+  // Collective: the model gathered a unit at a time, written by rank 0 as `format` ("safetensors":
+  // Hugging Face's names, "llmc": llm.c's GPT-2 file) to `path`; a LoRA model merged. Every rank
+  // throws alike where it fails (`what` names the setting or call in the message).
+  void write_model(const std::string& path, const std::string& format, const std::string& what);
   bool has_validation() const { return val_ != nullptr; }
+  bool has_train_data() const { return train_ != nullptr; }
   // The whole run: data.steps steps, progress every steps_per_print, validation every
   // val_interval, metrics lines, final save. `log` receives each progress line (on every rank:
   // the caller prints rank 0's); rank 0 alone writes the metrics file and the saved model.
+  // ConfigError on every rank where there is no data.train.
   void run(const std::function<void(const std::string&)>& log);
 
   Model& model() { return *model_; }
   const Model& model() const { return *model_; }
   const Config& config() const { return cfg_; }
   const Communicator& comm() const { return comm_; }
+  // The communicator the Trainer was given (host buffers): where the ranks agree on errors.
+  Communicator& host_comm() { return host_comm_; }
   int steps_done() const { return steps_done_; }
   OpProfile& profile() { return profile_; }
   const ZeroEngine& engine() const { return *engine_; }
@@ -83,6 +119,12 @@ class Trainer {
   // and across them ([Note: shard groups]).
   std::pair<uint64_t, uint64_t> bytes_sent() const;
   [[noreturn]] void throw_nonfinite(double loss, double norm) const;
+  // The step over `inputs` and `targets` (gradient_accumulation_steps micro-batches); `may_mask`:
+  // count the targets left out ([Note: masked loss]).
+  StepStats step_on(const int32_t* inputs, const int32_t* targets, bool may_mask);
+  // The forward of inputs_ and targets_ without gradients: the loss times the targets counted
+  // (all of them, counted as 1, when not `masked`), and that count.
+  std::pair<double, int64_t> eval_batch(bool masked);
 
   Config cfg_;
   std::unique_ptr<Communicator> own_comm_;  // the Self communicator of the one-rank constructor
@@ -108,6 +150,9 @@ class Trainer {
   std::string val_note_;  // why train.val_batches was lowered, for the log
   int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
   LossScaler scaler_;
+  int dims_vocab_ = 0;  // the model's vocabulary: what a token or target may be below
+  std::optional<double> lr_override_;  // set_lr
+  std::unique_ptr<MetricsWriter> metrics_;  // train.metrics, on rank 0
   Tensor inputs_, targets_;
   std::vector<int32_t> step_inputs_, step_targets_;  // a step's micro-batches, read before the first
 };

@@ -8,6 +8,7 @@ packages=(
   libeigen3-dev nlohmann-json3-dev doctest-dev   # header-only: kernels, config, tests
   libopenmpi-dev openmpi-bin                      # MpiCommunicator, mpirun
   gfortran python3-numpy                          # the embedding API's Fortran and Python examples (tests/api/)
+  python3-matplotlib                              # ztrain bench --plot's drawing (bench/bench_plot.py)
   iproute2 util-linux                             # network namespaces: the multi-host launch test
   liburing-dev                                    # the io_uring offload engine
   libpcre2-dev                                    # the tokenizers' split patterns (runtime/text/regex.hpp)

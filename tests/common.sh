@@ -34,3 +34,20 @@ train() {
       -np "$np" "$ztrain" train --config "$dir/c.json" --metrics "$dir/$name.jsonl" "$@" > "$dir/$name.out" 2>&1
   fi || fail "$name failed: $(cat "$dir/$name.out")"
 }
+
+# held_model FILE: the model whose per-rank peaks tests/test_estimate.sh holds to `ztrain estimate`
+# (6 blocks of 49984 parameters, not a multiple of 3 x 32, so shards are padded at 3 ranks; an
+# embedding of 528384 in one unit, a padded vocabulary far above the bytes' 256, so that one block is
+# a small part of the gradient peak; a final layernorm of 128; every unit sharded at stage 3), on
+# bytes data, 3 steps, one thread a rank.
+held_model() {
+  cat > "$1" <<JSON
+{"model": {"n_layer": 6, "n_head": 4, "n_embd": 64, "vocab_size": 256, "padded_vocab_size": 8192, "max_seq_len": 64,
+           "wte_units": 1},
+ "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 64},
+ "train": {"steps": 3, "threads": 1, "val_interval": 0},
+ "train_micro_batch_size_per_gpu": 4, "steps_per_print": 1,
+ "zero_optimization": {"stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 50000,
+                       "reduce_bucket_size": 50000}}
+JSON
+}

@@ -17,23 +17,9 @@
 # usage: test_estimate.sh MPIRUN ZTRAIN
 set -u
 mpirun=$1 ztrain=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# 6 blocks of 49984 parameters (not a multiple of 3 x 32: shards are padded at 3 ranks), an
-# embedding of 528384 in one unit (a padded vocabulary far above the bytes' 256, so that one block
-# is a small part of the gradient peak), a final layernorm of 128; every unit sharded at stage 3.
-cat > "$dir/c.json" <<JSON
-{"model": {"n_layer": 6, "n_head": 4, "n_embd": 64, "vocab_size": 256, "padded_vocab_size": 8192, "max_seq_len": 64,
-           "wte_units": 1},
- "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 64},
- "train": {"steps": 3, "threads": 1, "val_interval": 0},
- "train_micro_batch_size_per_gpu": 4, "steps_per_print": 1,
- "zero_optimization": {"stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 50000,
-                       "reduce_bucket_size": 50000}}
-JSON
+here=$(dirname "$0")
+. "$here/common.sh"
+held_model "$dir/c.json"  # tests/common.sh says what it is
 
 # case NAME NP [--set ...]: the estimates (est_NAME.json, and floor_NAME.json with overlap_comm
 # false) and a run per stage (NAME_sS.jsonl) of $stages (default 0-3).

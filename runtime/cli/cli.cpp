@@ -16,6 +16,7 @@
 #include "models/registry.hpp"
 #include "runtime/agreed.hpp"
 #include "runtime/api/trainer_handle.hpp"
+#include "runtime/cli/bench.hpp"
 #include "runtime/cli/cli_flags.hpp"
 #include "runtime/config.hpp"
 #include "runtime/plan/estimate.hpp"
@@ -40,6 +41,8 @@ constexpr const char* kUsage = R"(usage:
   ztrain estimate --config FILE [--world-size N] [--ranks-per-host N] [--set dotted.key=value]... [--format table|json]
   ztrain simulate --config FILE --cluster FILE [--world-size N] [--set dotted.key=value]... [--trace FILE]
                   [--format table|json]
+  ztrain bench --config FILE [--sweep KEY=V1,V2,...]... [--set dotted.key=value]... [--steps N] [--warmup N]
+               [--format table|json|csv] [--out FILE] [--plot FILE.png] [--cluster FILE] [--peers] [--python PATH]
   ztrain export --checkpoint DIR --format hf|safetensors|llmc|peft --out PATH [--max-shard-size 5GB] [--merge-lora]
   ztrain tokenize --tokenizer PATH --out DIR [--val-fraction F] [--threads N] [--shard-tokens N]
                   [--chunk-bytes N] INPUTS...
@@ -319,6 +322,7 @@ int cli_main(int argc, char** argv) {
   const bool several = pg->size() > 1;
   try {
     if (cmd == "train") return cmd_train(argc, argv, *pg);
+    if (cmd == "bench") return cmd_bench(argc, argv, *pg);
     if (cmd == "sample") return cmd_sample(argc, argv);
     if (cmd == "estimate") return cmd_estimate(argc, argv);
     if (cmd == "simulate") return cmd_simulate(argc, argv);

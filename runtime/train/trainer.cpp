@@ -432,6 +432,15 @@ std::pair<double, int64_t> Trainer::eval_batch(bool masked) {
   return {loss, n};
 }
 
+const Trace& Trainer::start_trace() {
+  if (!trace_) {
+    trace_ = std::make_unique<Trace>(comm_.rank());
+    engine_->set_trace(trace_.get());
+  }
+  trace_->clear();
+  return *trace_;
+}
+
 void Trainer::write_model(const std::string& path, const std::string& format, const std::string& what) {
   engine_->finish_update();
   agreed(host_comm_, what + ": writing '" + path + "'", [&] {

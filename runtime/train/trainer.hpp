@@ -91,6 +91,9 @@ class Trainer {
   void write_model(const std::string& path, const std::string& format, const std::string& what);
   bool has_validation() const { return val_ != nullptr; }
   bool has_train_data() const { return train_ != nullptr; }
+  // The trace from here on (train.trace's, or a new one kept in memory), emptied: what the steps
+  // after this call do (`ztrain bench` times steps after a warm-up).
+  const Trace& start_trace();
   // The whole run: data.steps steps, progress every steps_per_print, validation every
   // val_interval, metrics lines, final save. `log` receives each progress line (on every rank:
   // the caller prints rank 0's); rank 0 alone writes the metrics file and the saved model.

@@ -1,6 +1,6 @@
 # Sourced by the benchmark scripts that measure training steps: the one preamble they share.
 # Sets $build (the first argument, default build), a scratch folder $dir removed on exit with a
-# shard of random GPT-2 ids in it ($dir/bench_train_000.bin: the timing does not depend on the
+# shard of random token ids (below 49152) in it ($dir/bench_train_000.bin: the timing does not depend on the
 # text), and gives
 #   config SHAPE FILE [--key value ...]   a config for SHAPE (gpt2: GPT-2 124M; smollm2: SmolLM2-135M's
 #                                         Llama; llama1b: a ~1B Llama) over that shard, 1 thread a rank,
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-/usr/bin/python3 bench/random_tokens.py "$dir/bench_train_000.bin"
+/usr/bin/python3 bench/random_tokens.py "$dir/bench_train_000.bin" 1048576 49152  # below every shape's vocabulary
 
 config() {
   local shape=$1 file=$2

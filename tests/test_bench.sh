@@ -4,8 +4,8 @@
 # separate `ztrain train` run of that point (its warm-up step and timed steps); each point's peak
 # memory per rank is within 10% of `ztrain estimate` (the model of tests/test_estimate.sh, whose
 # peaks are held there); crossed sweeps make every combination; csv and the table carry the same
-# rows; a peer that cannot run (no such Python) is a row saying so; --plot writes a PNG; bad flags
-# are usage errors.
+# rows; a sweep's JSON values set whole sections; a peer that cannot run (no such Python) is a row
+# saying so; --plot writes a PNG; bad flags are usage errors.
 # usage: test_bench.sh MPIRUN ZTRAIN
 set -u
 mpirun=$1 ztrain=$2
@@ -59,8 +59,13 @@ print(f"crossed: 4 rows; stage 2 at micro-batch 2 and 4: {t2:.0f} and {t4:.0f} t
 PY
 
 if /usr/bin/python3 -c "import matplotlib" 2> /dev/null; then
-  bench table --plot "$dir/bench.png" --python /usr/bin/python3
-  grep -q "| zero_optimization.stage=3 | ztrain |" "$dir/table.out" || fail "the table lacks stage 3's row: $(cat "$dir/table.out")"
+  # JSON values: an object sets several keys of a section (the commas inside do not split it).
+  bench table --plot "$dir/bench.png" --python /usr/bin/python3 \
+    --sweep 'activation_checkpointing={"mode":"none"},{"mode":"selective","selective_ac_option":"op"}'
+  for mode in '{"mode":"none"}' '{"mode":"selective","selective_ac_option":"op"}'; do
+    grep -qF "| activation_checkpointing=$mode | ztrain | " "$dir/table.out" || fail "the table lacks $mode's row: $(cat "$dir/table.out")"
+  done
+  grep -q "failed" "$dir/table.out" && fail "a point failed: $(cat "$dir/table.out")"
   head -c 8 "$dir/bench.png" | od -An -c | grep -q "P   N   G" || fail "--plot wrote no PNG"
 else
   fail "/usr/bin/python3 has no matplotlib (scripts/install-deps.sh installs python3-matplotlib)"

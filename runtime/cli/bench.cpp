@@ -43,14 +43,25 @@ std::vector<std::vector<std::string>> sweep_points(const std::vector<std::string
     if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
       throw UsageError("--sweep expects KEY=V1,V2,..., got '" + s + "'");
     const std::string key = s.substr(0, eq);
-    std::vector<std::string> values;
-    for (size_t start = eq + 1;;) {
-      const size_t comma = s.find(',', start);
-      values.push_back(s.substr(start, comma - start));
-      if (values.back().empty()) throw UsageError("--sweep " + key + ": an empty value in '" + s + "'");
-      if (comma == std::string::npos) break;
-      start = comma + 1;
+    // Values split at the commas outside JSON brackets and strings, so that a value may be an
+    // object setting several keys of a section at once: activation_checkpointing={"mode":"none"},{...}.
+    std::vector<std::string> values(1);
+    int depth = 0;
+    bool quoted = false;
+    for (size_t i = eq + 1; i < s.size(); ++i) {
+      const char ch = s[i];
+      if (quoted) quoted = !(ch == '"' && s[i - 1] != '\\');
+      else if (ch == '"') quoted = true;
+      else if (ch == '{' || ch == '[') ++depth;
+      else if (ch == '}' || ch == ']') --depth;
+      if (ch == ',' && depth == 0 && !quoted) {
+        values.emplace_back();
+        continue;
+      }
+      values.back() += ch;
     }
+    for (const std::string& v : values)
+      if (v.empty()) throw UsageError("--sweep " + key + ": an empty value in '" + s + "'");
     std::vector<std::vector<std::string>> crossed;
     for (const auto& p : points)
       for (const std::string& v : values) {

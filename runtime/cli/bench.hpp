@@ -35,7 +35,8 @@ struct BenchRow {
 };
 
 // [Note: bench sweep] `--sweep KEY=V1,V2,...` axes, crossed (the first axis slowest): each point a
-// list of `--set` overrides. UsageError for a flag without '=' or values.
+// list of `--set` overrides. A value may be JSON (the commas inside its brackets and strings do not
+// split it): an object replaces a whole section. UsageError for a flag without '=' or values.
 std::vector<std::vector<std::string>> sweep_points(const std::vector<std::string>& sweeps);
 
 std::string bench_table(const std::vector<BenchRow>& rows, const std::string& header);

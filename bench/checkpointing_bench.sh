@@ -35,7 +35,7 @@ for shape in $shapes; do
     zero_optimization.stage3_param_persistence_threshold $((10 * C)) "${extra[@]}"
   "$build/ztrain" estimate --config "$dir/$shape.json" --world-size 2 --format json > "$dir/${shape}_est.json"
   bench 2 --config "$dir/$shape.json" --steps "$steps" --sweep "activation_checkpointing=$none,$full,$op,$blk" \
-    --format json --out "$dir/$shape.out"
+    --out "$dir/$shape.out"
 done
 
 /usr/bin/python3 - "$dir" "$shapes" <<'PY'

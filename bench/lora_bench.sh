@@ -27,7 +27,7 @@ for shape in $shapes; do
     zero_optimization.reduce_bucket_size $((C * C)) zero_optimization.stage3_prefetch_bucket_size $((9 * C * C / 10)) \
     zero_optimization.stage3_param_persistence_threshold $((10 * C)) bf16.enabled $bf16
   bench 2 --config "$dir/$shape.json" --steps "$steps" --set lora.alpha=32 --set lora.target_modules=all-linear \
-    --sweep lora.r=0,16 --sweep zero_optimization.frozen_params=sharded,replicated --format json --out "$dir/$shape.out"
+    --sweep lora.r=0,16 --sweep zero_optimization.frozen_params=sharded,replicated --out "$dir/$shape.out"
 done
 /usr/bin/python3 - "$dir" "$shapes" <<'PY'
 import json, sys

@@ -172,8 +172,8 @@ BenchRow run_point(const BenchOptions& o, const std::vector<std::string>& point,
     peaks[kMemCategories + 1] = resident_bytes();
     for (TraceLane lane : {TraceLane::all_gather, TraceLane::reduce_scatter, TraceLane::all_reduce, TraceLane::io}) {
       const double busy = trace.busy_seconds(lane), hidden = trace.hidden_share(lane);
-      row.comm_hidden_ms += busy * hidden * 1e3 / o.steps;
-      row.comm_exposed_ms += busy * (1.0 - hidden) * 1e3 / o.steps;
+      (lane == TraceLane::io ? row.io_hidden_ms : row.comm_hidden_ms) += busy * hidden * 1e3 / o.steps;
+      (lane == TraceLane::io ? row.io_exposed_ms : row.comm_exposed_ms) += busy * (1.0 - hidden) * 1e3 / o.steps;
     }
     max_over_ranks(world, peaks);
     row.steps = o.steps;
@@ -214,8 +214,9 @@ std::string fixed(double v, int digits) {
 std::string bench_table(const std::vector<BenchRow>& rows, const std::string& header) {
   std::string out = header + "\n\n";
   out += "| point | runner | ms/step (min-max) | tokens/s | MFU | params / grads / optim / acts / comm MiB | peak MiB "
-         "| estimate MiB | RSS MiB | sent intra / inter MiB | comm exposed / hidden ms | simulated ms | x first |\n";
-  out += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+         "| estimate MiB | RSS MiB | sent intra / inter MiB | comm exposed / hidden ms | I/O exposed / hidden ms "
+         "| simulated ms | x first |\n";
+  out += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   const BenchRow* first = nullptr;
   for (const BenchRow& r : rows)
     if (r.error.empty()) {
@@ -225,7 +226,7 @@ std::string bench_table(const std::vector<BenchRow>& rows, const std::string& he
   for (const BenchRow& r : rows) {
     out += "| " + r.label + " | " + r.runner + " | ";
     if (!r.error.empty()) {
-      out += "failed: " + r.error + " | | | | | | | | | | |\n";
+      out += "failed: " + r.error + " | | | | | | | | | | | |\n";
       continue;
     }
     out += fixed(r.ms_median, 1) + " (" + fixed(r.ms_min, 1) + "-" + fixed(r.ms_max, 1) + ") | " +
@@ -244,15 +245,16 @@ std::string bench_table(const std::vector<BenchRow>& rows, const std::string& he
       out += "- | ";
     out += (r.rss > 0 ? fixed(mib(r.rss), 0) : std::string("-")) + " | ";
     out += r.runner == "ztrain" ? fixed(mib(r.sent_intra), 1) + " / " + fixed(mib(r.sent_inter), 1) + " | " +
-                                      fixed(r.comm_exposed_ms, 1) + " / " + fixed(r.comm_hidden_ms, 1) + " | "
-                                : "- | - | ";
+                                      fixed(r.comm_exposed_ms, 1) + " / " + fixed(r.comm_hidden_ms, 1) + " | " +
+                                      fixed(r.io_exposed_ms, 1) + " / " + fixed(r.io_hidden_ms, 1) + " | "
+                                : "- | - | - | ";
     out += (r.simulated_ms ? fixed(*r.simulated_ms, 1) : std::string("-")) + " | ";
     out += (first ? fixed(r.ms_median / first->ms_median, 2) : std::string("-")) + " |\n";
   }
   out += "\npeak: the largest over ranks and timed steps of the sum of the categories (tensor memory the "
          "allocators hand out); estimate: `ztrain estimate`'s for the point (in brackets against the peak); RSS: "
          "the process's resident set after the timed steps; sent: what rank 0 sends a step; comm: rank 0's "
-         "collectives and I/O a step, the time compute did not run beside (exposed) and did (hidden); MFU: model "
+         "collectives and I/O a step, the time compute did not run beside (exposed) and did (hidden), and so for its offload I/O; MFU: model "
          "FLOP/s per rank over this machine's measured GEMM rate; x first: step time over the first row's.\n";
   return out;
 }
@@ -275,7 +277,8 @@ std::string bench_json(const std::vector<BenchRow>& rows, const std::string& hea
       }
       if (r.runner == "ztrain")
         j.update({{"sent_intra_bytes", r.sent_intra}, {"sent_inter_bytes", r.sent_inter},
-                  {"comm_exposed_ms", r.comm_exposed_ms}, {"comm_hidden_ms", r.comm_hidden_ms}});
+                  {"comm_exposed_ms", r.comm_exposed_ms}, {"comm_hidden_ms", r.comm_hidden_ms},
+                  {"io_exposed_ms", r.io_exposed_ms}, {"io_hidden_ms", r.io_hidden_ms}});
       if (r.estimate_total) j["estimate_total_bytes"] = *r.estimate_total;
       if (r.simulated_ms) j["simulated_ms"] = *r.simulated_ms;
     }
@@ -288,7 +291,7 @@ std::string bench_csv(const std::vector<BenchRow>& rows) {
   std::string out = "label,runner,error,ms_median,ms_min,ms_max,tokens_per_s,mfu";
   for (MemCategory c : kShownCategories) out += ",peak_" + std::string(category_name(c)) + "_bytes";
   out += ",peak_total_bytes,estimate_total_bytes,rss_bytes,sent_intra_bytes,sent_inter_bytes,comm_exposed_ms,"
-         "comm_hidden_ms,simulated_ms\n";
+         "comm_hidden_ms,io_exposed_ms,io_hidden_ms,simulated_ms\n";
   auto quoted = [](std::string s) {
     std::string q = "\"";
     for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
@@ -298,7 +301,7 @@ std::string bench_csv(const std::vector<BenchRow>& rows) {
   for (const BenchRow& r : rows) {
     out += quoted(r.label) + "," + quoted(r.runner) + "," + quoted(r.error);
     if (!r.error.empty()) {
-      out += std::string(18, ',') + "\n";
+      out += std::string(20, ',') + "\n";
       continue;
     }
     // Field by field: GCC 12 reports a chain of string sums here as overlapping copies (-Wrestrict).
@@ -312,7 +315,7 @@ std::string bench_csv(const std::vector<BenchRow>& rows) {
     field(fixed(r.peak_total, 0));
     field(r.estimate_total ? fixed(*r.estimate_total, 0) : std::string());
     for (double v : {r.rss, r.sent_intra, r.sent_inter}) field(fixed(v, 0));
-    for (double v : {r.comm_exposed_ms, r.comm_hidden_ms}) field(num(v));
+    for (double v : {r.comm_exposed_ms, r.comm_hidden_ms, r.io_exposed_ms, r.io_hidden_ms}) field(num(v));
     field(r.simulated_ms ? num(*r.simulated_ms) : std::string());
     out += '\n';
   }
@@ -398,8 +401,8 @@ int cmd_bench(int argc, char** argv, ProcessGroup& pg) {
     const std::string text = o.format == "json" ? bench_json(rows, header)
                              : o.format == "csv" ? bench_csv(rows)
                                                  : bench_table(rows, header);
-    if (o.out.empty()) std::cout << text << std::flush;
-    else write_atomically(o.out, text);
+    std::cout << text << std::flush;
+    if (!o.out.empty()) write_atomically(o.out, bench_json(rows, header));  // the record scripts read
     if (!o.plot.empty()) plot_bench(bench_json(rows, header), o.plot, o.python);
   });
   return 0;

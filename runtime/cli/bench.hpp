@@ -28,8 +28,9 @@ struct BenchRow {
   double peak_total = 0;
   double rss = 0;  // resident set size after the timed steps, the largest over ranks
   double sent_intra = 0, sent_inter = 0;  // bytes rank 0 sends a step, within and across groups
-  // Rank 0's collectives and I/O per step: time compute waited on, and time it ran beside.
-  double comm_exposed_ms = 0, comm_hidden_ms = 0;
+  // Rank 0's collectives, and its offload I/O, per step: the time compute did not run beside
+  // (exposed), and the time it did (hidden).
+  double comm_exposed_ms = 0, comm_hidden_ms = 0, io_exposed_ms = 0, io_hidden_ms = 0;
   std::optional<double> estimate_total;  // `ztrain estimate`'s peak for the point
   std::optional<double> simulated_ms;    // `ztrain simulate`'s step, with --cluster
 };

@@ -42,7 +42,7 @@ constexpr const char* kUsage = R"(usage:
   ztrain simulate --config FILE --cluster FILE [--world-size N] [--set dotted.key=value]... [--trace FILE]
                   [--format table|json]
   ztrain bench --config FILE [--sweep KEY=V1,V2,...]... [--set dotted.key=value]... [--steps N] [--warmup N]
-               [--format table|json|csv] [--out FILE] [--plot FILE.png] [--cluster FILE] [--peers] [--python PATH]
+               [--format table|json|csv] [--out FILE.json] [--plot FILE.png] [--cluster FILE] [--peers] [--python PATH]
   ztrain export --checkpoint DIR --format hf|safetensors|llmc|peft --out PATH [--max-shard-size 5GB] [--merge-lora]
   ztrain tokenize --tokenizer PATH --out DIR [--val-fraction F] [--threads N] [--shard-tokens N]
                   [--chunk-bytes N] INPUTS...

@@ -197,7 +197,6 @@ struct Seen {
   bool chat_keys = false;
   bool precision = false;  // a bf16 (bfloat16) or fp16 section was given
   bool val_interval = false;
-  bool batches_from_caller = false;  // BatchSource::caller: data.train may be left out
 };
 
 
@@ -665,7 +664,7 @@ void check_model_dims(ModelConfig& m, const Known& known) {
 
 // Runs after every section was read and checked for unknown keys, so a typo is reported as such
 // rather than as the constraint its default happens to break.
-void check_values(Config& c, const Seen& seen) {
+void check_values(Config& c, const Seen& seen, BatchSource batches) {
   if (c.train.resume == "true") {
     if (c.checkpoint.dir.empty()) fail("train.resume", "true (resume from checkpoint.dir) needs checkpoint.dir");
     c.train.resume = c.checkpoint.dir;
@@ -715,7 +714,7 @@ void check_values(Config& c, const Seen& seen) {
   if (m.arch != "gpt2" && !c.train.save_model.empty() && !c.train.save_model.ends_with(".safetensors"))
     fail("train.save_model", show(c.train.save_model) + ": llm.c's format holds GPT-2 only; name a .safetensors file "
                              "for model.arch " + show(m.arch));
-  if (!seen.data_train && !seen.batches_from_caller) fail("data.train", "required key missing");
+  if (!seen.data_train && batches == BatchSource::data) fail("data.train", "required key missing");
   if (seen.data_train && d.train.empty()) fail("data.train", "must not be empty");
   at_least("data.seq_len", d.seq_len, 1);
   if (known("max_seq_len") && d.seq_len > m.dims.max_seq_len)
@@ -882,7 +881,6 @@ void apply_override(json& j, const std::string& assignment) {
 Config parse_config(const json& j, BatchSource batches) {
   Config c;
   Seen seen;
-  seen.batches_from_caller = batches == BatchSource::caller;
   Section top(j, "");
   for (auto it = j.begin(); it != j.end(); ++it)
     for (std::string_view k : kDeepSpeedNotYet)
@@ -904,7 +902,7 @@ Config parse_config(const json& j, BatchSource batches) {
   top.get("gradient_clipping", c.gradient_clipping);
   top.get("steps_per_print", c.steps_per_print);
   top.done();
-  check_values(c, seen);
+  check_values(c, seen, batches);
   return c;
 }
 

@@ -112,4 +112,8 @@ Allocator& cpu_allocator() {
   return instance;
 }
 
+size_t empty_caches(Allocator& device) {
+  return (&device == &cpu_allocator() ? 0 : device.empty_cache()) + cpu_allocator().empty_cache();
+}
+
 }  // namespace zt

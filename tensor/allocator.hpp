@@ -73,6 +73,10 @@ class Allocator {
   MemAccounting accounting_;
 };
 
+// Empties `device`'s cache and the host's (cpu_allocator), where a trainer's blocks go back to the
+// system once it is gone; returns the bytes released.
+size_t empty_caches(Allocator& device);
+
 // Host memory, 64-byte aligned; from 4096 bytes up page aligned with room to the next whole page,
 // so such buffers suit O_DIRECT I/O ([Note: host alignment] in tensor/allocator.cpp).
 Allocator& cpu_allocator();

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <new>
@@ -33,12 +34,10 @@ struct zt_trainer {
   // The accumulation's micro-batches so far: a step computes over them all once the last arrives
   // ([Note: masked loss] in runtime/train/trainer.cpp counts every micro-batch first).
   std::vector<int32_t> tokens, targets;
-  int pending = 0;
   std::string failed;         // why the trainer failed; empty while it is usable
   std::string metrics = "{}";  // the last step's metrics line
-  zt_log_fn log = nullptr;     // null with log_stdout: standard output
-  void* log_user = nullptr;
-  bool log_stdout = true;
+  // Where rank 0's lines go (zt_trainer_set_log); empty: nowhere.
+  std::function<void(const std::string&)> log = [](const std::string& line) { zt::write_line(STDOUT_FILENO, line); };
 };
 
 namespace zt::api {
@@ -109,9 +108,7 @@ zt_status with_trainer(zt_trainer* t, const char* call, std::initializer_list<zt
 }
 
 void log_line(zt_trainer& t, const std::string& line) {
-  if (t.trainer->comm().rank() != 0) return;
-  if (t.log) t.log(t.log_user, line.c_str());
-  else if (t.log_stdout) write_line(STDOUT_FILENO, line);
+  if (t.trainer->comm().rank() == 0 && t.log) t.log(line);
 }
 
 // One micro-batch's shape against the config's, and its tokens against the vocabulary, agreed over
@@ -229,10 +226,7 @@ ZT_API zt_status zt_trainer_destroy(zt_trainer* t) {
       std::lock_guard lock(zt::api::g_live_mutex);
       last = zt::api::g_live.empty();
     }
-    if (last) {
-      device.empty_cache();
-      zt::cpu_allocator().empty_cache();
-    }
+    if (last) zt::empty_caches(device);
     return ZT_OK;
   } catch (...) {  // a destructor that throws (none should): the memory is gone either way
     return zt::api::status_of_current_exception("zt_trainer_destroy");
@@ -245,11 +239,10 @@ ZT_API zt_status zt_trainer_step(zt_trainer* t, const int32_t* tokens, const int
     zt::api::check_micro_batch(tr, tokens, targets, B, T);
     t->tokens.insert(t->tokens.end(), tokens, tokens + B * T);
     t->targets.insert(t->targets.end(), targets, targets + B * T);
-    if (++t->pending < tr.config().grad_accum) {
+    if (int64_t(t->tokens.size()) < tr.config().grad_accum * B * T) {
       if (result) *result = {0, tr.steps_done(), std::numeric_limits<double>::quiet_NaN(), 0, 0, 0, 0};
       return;
     }
-    t->pending = 0;
     const zt::StepStats s = tr.step(t->tokens.data(), t->targets.data());
     t->tokens.clear();
     t->targets.clear();
@@ -262,8 +255,9 @@ ZT_API zt_status zt_trainer_step_data(zt_trainer* t, zt_step_result* result) {
   return with_trainer(t, "zt_trainer_step_data", {ZT_ERR_CONFIG}, [&](zt::Trainer& tr) {
     zt::agreed<zt::ConfigError>(tr.host_comm(), "checking data.train", [&] {
       if (!tr.has_train_data()) throw zt::ConfigError("config: data.train: none given, so there is no data to step over");
-      if (t->pending > 0)
-        throw zt::ConfigError("zt_trainer_step_data: " + std::to_string(t->pending) +
+      const zt::Config& c = tr.config();
+      if (!t->tokens.empty())
+        throw zt::ConfigError("zt_trainer_step_data: " + std::to_string(t->tokens.size() / (c.micro_batch * c.data.seq_len)) +
                               " micro-batches of zt_trainer_step wait for the rest of their accumulation");
     });
     const zt::StepStats s = tr.step();
@@ -312,7 +306,6 @@ ZT_API zt_status zt_trainer_load(zt_trainer* t, const char* dir) {
                                       [&] { if (!dir) throw std::invalid_argument("dir is NULL"); });
     t->tokens.clear();  // micro-batches of an accumulation the checkpoint does not know of
     t->targets.clear();
-    t->pending = 0;
     tr.resume_from(dir);
   });
 }
@@ -349,9 +342,8 @@ ZT_API zt_status zt_trainer_set_lr(zt_trainer* t, double lr) {
 
 ZT_API zt_status zt_trainer_set_log(zt_trainer* t, zt_log_fn fn, void* user) {
   return with_trainer(t, "zt_trainer_set_log", {}, [&](zt::Trainer&) {
-    t->log = fn;
-    t->log_user = user;
-    t->log_stdout = false;
+    t->log = nullptr;
+    if (fn) t->log = [fn, user](const std::string& line) { fn(user, line.c_str()); };
   });
 }
 

@@ -198,8 +198,7 @@ BenchRow run_point(const BenchOptions& o, const std::vector<std::string>& point,
     row.error = e.what();
     row.losses.clear();
   }
-  world.memory().empty_cache();
-  cpu_allocator().empty_cache();
+  empty_caches(world.memory());
   return row;
 }
 
@@ -236,7 +235,7 @@ std::string bench_table(const std::vector<BenchRow>& rows, const std::string& he
       for (MemCategory c : kShownCategories) cats += (cats.empty() ? "" : " / ") + fixed(mib((*r.peak)[size_t(c)]), 1);
       out += cats + " | " + fixed(mib(r.peak_total), 1) + " | ";
     } else {
-      out += "- | " + (r.peak_total > 0 ? fixed(mib(r.peak_total), 1) : std::string("-")) + " | ";
+      out += "- | - | ";  // a peer's tensors are not counted by category
     }
     if (r.estimate_total && r.peak_total > 0)
       out += fixed(mib(*r.estimate_total), 1) + " (" + (*r.estimate_total >= r.peak_total ? "+" : "") +
@@ -353,7 +352,7 @@ int cmd_bench(int argc, char** argv, ProcessGroup& pg) {
   // The settings every point shares, for the header and the peers: the config with --set only.
   Config base;
   agreed<ConfigError>(world, "reading the configuration", [&] { base = load_config(o.config, o.overrides); });
-  cpu::set_num_threads(base.train.threads ? base.train.threads : std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)) / world.local_size()));
+  cpu::set_num_threads(train_threads(base, world.local_size()));  // the points' own, for the GEMM rate
   const double rate = gemm_rate(world);
   char header[512];
   std::snprintf(header, sizeof header,

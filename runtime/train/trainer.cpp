@@ -64,6 +64,10 @@ std::unique_ptr<Model> make_run_model(const Config& cfg, const ModelDims& dims, 
   return model;
 }
 
+int train_threads(const Config& cfg, int ranks_here) {
+  return cfg.train.threads ? cfg.train.threads : std::max(1, omp_get_num_procs() / ranks_here);
+}
+
 namespace {
 // LoRA's dropout masks: this rank's own stream, as each DDP rank draws its own ([Note: dropout
 // masks] in kernels/backend.hpp).
@@ -94,9 +98,7 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
       comm_(device_comm_ ? *device_comm_ : comm),
       host_comm_(comm),
       B_(cfg.micro_batch), T_(cfg.data.seq_len), scaler_(cfg.precision) {
-  // threads = 0 shares the host's cores among the ranks on it: oversubscribed OpenMP teams spin
-  // at their barriers and run many times slower.
-  cpu::set_num_threads(cfg.train.threads ? cfg.train.threads : std::max(1, omp_get_num_procs() / comm_.local_size()));
+  cpu::set_num_threads(train_threads(cfg, comm_.local_size()));
   // A progress thread moves collectives only when it has a core to run on; where the compute
   // threads take them all, polling at unit boundaries hides more (bench/RESULTS.md, overlap).
   const std::string& progress = cfg.train.comm_progress;
@@ -195,7 +197,6 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
     train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
   if (train_ && (!cfg_.data.val.empty() || cfg_.data.format == "bytes" || cfg_.data.format == "chat"))
     val_ = make_loader(cfg_.data, Split::val, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
-  dims_vocab_ = dims.vocab_size;
   for (DataLoader* l : {train_.get(), val_.get()})
     if (l) l->limit_tokens(dims.vocab_size);
   // More validation batches than the data holds would wrap around and count some batches twice:
@@ -272,15 +273,16 @@ StepStats Trainer::step(const int32_t* inputs, const int32_t* targets) { return 
 void Trainer::check_batch(const int32_t* inputs, const int32_t* targets) const {
   if (!inputs || !targets) throw std::invalid_argument(std::string(!inputs ? "tokens" : "targets") + " is a null pointer");
   const int64_t n = int64_t(B_) * T_;
+  const int vocab = model_->dims().vocab_size;
   auto where = [&](const char* what, int64_t i, int32_t v) {
     return std::string(what) + "[" + std::to_string(i) + "] (row " + std::to_string(i / T_) + ", position " +
            std::to_string(i % T_) + ") is " + std::to_string(v) + ", outside the model's vocabulary [0, " +
-           std::to_string(dims_vocab_) + ")";
+           std::to_string(vocab) + ")";
   };
   for (int64_t i = 0; i < n; ++i)
-    if (inputs[i] < 0 || inputs[i] >= dims_vocab_) throw std::invalid_argument(where("tokens", i, inputs[i]));
+    if (inputs[i] < 0 || inputs[i] >= vocab) throw std::invalid_argument(where("tokens", i, inputs[i]));
   for (int64_t i = 0; i < n; ++i)
-    if (targets[i] < -1 || targets[i] >= dims_vocab_)
+    if (targets[i] < -1 || targets[i] >= vocab)
       throw std::invalid_argument(where("targets", i, targets[i]) + " (-1 leaves a position out of the loss)");
 }
 

@@ -41,6 +41,11 @@ ModelDims resolve_dims(const Config& cfg);
 // Trainer trains and `ztrain estimate` replays.
 std::unique_ptr<Model> make_run_model(const Config& cfg, const ModelDims& dims, int embedding_units);
 
+// The OpenMP threads a rank computes with: train.threads, or with 0 the host's cores shared among
+// the `ranks_here` ranks on it (oversubscribed OpenMP teams spin at their barriers and run many
+// times slower).
+int train_threads(const Config& cfg, int ranks_here);
+
 class Trainer {
  public:
   // One rank, without MPI.
@@ -54,9 +59,9 @@ class Trainer {
 
   // [Note: non-finite steps] A step whose loss (the mean over ranks) or, in fp32 and bf16, global
   // gradient norm is inf or NaN (fp16's overflow is its loss scaler's) is one every rank sees,
-  // since both are reduced over the ranks: every rank throws before the update, naming the step,
-  // so no non-finite state is trained on or saved (and keep_last never pushes a good checkpoint
-  // out for it). train.skip_nonfinite_steps lets that many such steps in a row be skipped
+  // since both are reduced over the ranks: every rank throws NonfiniteStep before the update,
+  // naming the step, so no non-finite state is trained on or saved (and keep_last never pushes a
+  // good checkpoint out for it). train.skip_nonfinite_steps lets that many such steps in a row be skipped
   // instead, as fp16 skips an overflow: no update on any rank, the data moves on.
   //
   // One optimizer step over gradient_accumulation_steps micro-batches of data.train (a Trainer
@@ -153,7 +158,6 @@ class Trainer {
   std::string val_note_;  // why train.val_batches was lowered, for the log
   int poison_step_ = -1;  // ZT_POISON_GRADS, a testing aid: this rank's step to poison
   LossScaler scaler_;
-  int dims_vocab_ = 0;  // the model's vocabulary: what a token or target may be below
   std::optional<double> lr_override_;  // set_lr
   std::unique_ptr<MetricsWriter> metrics_;  // train.metrics, on rank 0
   Tensor inputs_, targets_;

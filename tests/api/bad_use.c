@@ -15,6 +15,17 @@
 
 static int failures = 0;
 
+/* A log callback: counts rank 0's lines and keeps the last. */
+struct log_seen {
+  int lines;
+  char last[512];
+};
+static void count_line(void* user, const char* line) {
+  struct log_seen* seen = user;
+  ++seen->lines;
+  snprintf(seen->last, sizeof seen->last, "%s", line);
+}
+
 /* The call returned `want` and its message holds `text`. */
 static void expect(zt_status got, zt_status want, const char* text, const char* what) {
   const char* msg = zt_last_error();
@@ -30,7 +41,7 @@ static const char* kConfig =
     "{\"model\": {\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 16, \"max_seq_len\": 16, \"vocab_size\": 256},"
     " \"data\": {\"seq_len\": 16}, \"train\": {\"threads\": 1}, \"train_micro_batch_size_per_gpu\": 2}";
 
-static void one_process(const char* scratch) {
+static void one_process(const char* scratch, int rank) {
   int32_t tokens[B * T], targets[B * T];
   for (int i = 0; i < B * T; ++i) tokens[i] = targets[i] = (i * 7) % 256;
   zt_step_result r;
@@ -63,9 +74,21 @@ static void one_process(const char* scratch) {
   expect(zt_trainer_export(t, "onnx", "/tmp/x.onnx"), ZT_ERR_ARGUMENT, "\"onnx\"", "an unknown export format");
   expect(zt_trainer_save(t, "/proc/ztrain_cannot_write_here"), ZT_ERR_CHECKPOINT, "/proc/ztrain_cannot_write_here", "a save where nothing can be written");
   expect(zt_trainer_load(t, NULL), ZT_ERR_ARGUMENT, "dir is NULL", "a NULL checkpoint folder");
-  snprintf(path, sizeof path, "%s/model.bin", scratch);
+  snprintf(path, sizeof path, "%s/model_%d.bin", scratch, rank);  /* each rank its own files */
   expect(zt_trainer_export(t, "llmc", path), ZT_OK, "", "an export after the failed save");
   expect(zt_trainer_step(t, tokens, targets, B, T, &r), ZT_OK, "", "a step after the failed save");
+  /* The log goes where zt_trainer_set_log says, and nowhere after NULL. */
+  struct log_seen seen = {0, ""};
+  expect(zt_trainer_set_log(t, count_line, &seen), ZT_OK, "", "setting a log callback");
+  snprintf(path, sizeof path, "%s/ck_%d", scratch, rank);
+  expect(zt_trainer_save(t, path), ZT_OK, "", "a save into the scratch folder");
+  if (seen.lines != 1 || !strstr(seen.last, "saved checkpoint")) {
+    printf("FAIL: the log callback saw %d lines, the last \"%s\"\n", seen.lines, seen.last);
+    ++failures;
+  }
+  expect(zt_trainer_set_log(t, NULL, NULL), ZT_OK, "", "silencing the log");
+  expect(zt_trainer_save(t, path), ZT_OK, "", "a silent save");
+  if (seen.lines != 1) { printf("FAIL: the log callback was called after zt_trainer_set_log(NULL)\n"); ++failures; }
   expect(zt_trainer_destroy(t), ZT_OK, "", "destroy");
   expect(zt_trainer_destroy(t), ZT_ERR_ARGUMENT, "not a live trainer", "destroy twice");
   expect(zt_trainer_step(t, tokens, targets, B, T, &r), ZT_ERR_ARGUMENT, "not a live trainer", "step on a destroyed trainer");
@@ -93,7 +116,7 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  one_process(argc > 1 ? argv[1] : "/tmp");
+  one_process(argc > 1 ? argv[1] : "/tmp", rank);
   if (size > 1) {
     /* Rank 1 asks for another learning rate: every rank returns the error, naming the setting. */
     char config[1024];

@@ -54,8 +54,8 @@ void CheckpointFile::sync() const {
 
 void sync_dir(const std::string& dir) { CheckpointFile(dir, O_RDONLY | O_DIRECTORY).sync(); }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  ReplacedFile f(path, "checkpoint");
+void write_atomically(const std::string& path, const std::string& text, const std::string& what) {
+  ReplacedFile f(path, what);
   f.file().write_at(text.data(), text.size(), 0);
   f.commit();
 }

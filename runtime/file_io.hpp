@@ -50,8 +50,8 @@ class CheckpointFile {
 // CheckpointError "<what>: <action> '<path>': <strerror(errno)>".
 [[noreturn]] void fail_errno(const std::string& action, const std::string& path, const std::string& what = "checkpoint");
 void sync_dir(const std::string& dir);
-// Writes `text` to `path` through a ReplacedFile.
-void write_atomically(const std::string& path, const std::string& text);
+// Writes `text` to `path` through a ReplacedFile; errors name `what` (the file's role).
+void write_atomically(const std::string& path, const std::string& text, const std::string& what = "checkpoint");
 // Renames `from` over `to`, then fsyncs the folder of `to`.
 void rename_synced(const std::string& from, const std::string& to);
 

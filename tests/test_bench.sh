@@ -73,5 +73,11 @@ fi
 
 expect 2 "--sweep expects KEY=V1,V2" -- "$ztrain" bench --config "$dir/c.json" --sweep zero_optimization.stage
 expect 2 "--format must be table, json or csv" -- "$ztrain" bench --config "$dir/c.json" --format xml
+# Outputs that cannot be written fail before the sweep runs, naming the flag and the path.
+expect 1 "bench --out: cannot create the folder '$dir/c.json'" -- timeout 60 "$mpirun" --allow-run-as-root --oversubscribe \
+  --bind-to none -np 2 "$ztrain" bench --config "$dir/c.json" --out "$dir/c.json/rows.json"
+printf '%s' "$out" | grep -q "ms a step" && fail "the sweep ran before --out was found unwritable: $out"
+expect 1 "bench --plot: '$dir' is a folder" -- timeout 60 "$mpirun" --allow-run-as-root --oversubscribe \
+  --bind-to none -np 2 "$ztrain" bench --config "$dir/c.json" --plot "$dir"
 expect 2 "bench needs --config" -- "$ztrain" bench --steps 2
 finish "ztrain bench: rows as separate runs, memory within 10% of the estimate, failed points as rows"

@@ -346,6 +346,12 @@ int cmd_bench(int argc, char** argv, ProcessGroup& pg) {
       throw UsageError("--format must be table, json or csv, got '" + o.format + "'");
     if (o.sweeps.empty()) o.sweeps.push_back("zero_optimization.stage=0,1,2,3");
     if (!o.cluster.empty()) cluster = load_cluster(o.cluster);
+    // A sweep may take hours: an output that cannot be written fails now, not after it.
+    if (pg.rank() == 0) {
+      // A ReplacedFile makes its temporary file beside the target and, never committed, removes it.
+      if (!o.out.empty()) ReplacedFile probe(o.out, "bench --out");
+      if (!o.plot.empty()) ReplacedFile probe(o.plot, "bench --plot");
+    }
   });
   const std::vector<std::vector<std::string>> points = sweep_points(o.sweeps);
 
@@ -401,7 +407,7 @@ int cmd_bench(int argc, char** argv, ProcessGroup& pg) {
                              : o.format == "csv" ? bench_csv(rows)
                                                  : bench_table(rows, header);
     std::cout << text << std::flush;
-    if (!o.out.empty()) write_atomically(o.out, bench_json(rows, header));  // the record scripts read
+    if (!o.out.empty()) write_atomically(o.out, bench_json(rows, header), "bench --out");  // the record scripts read
     if (!o.plot.empty()) plot_bench(bench_json(rows, header), o.plot, o.python);
   });
   return 0;

@@ -2,6 +2,10 @@
 // compare with the rest of the field: one row per size with time, algbw, busbw and #wrong, out of
 // place then in place. The yardstick, measured by rank 0 in the same run, is memcpy bandwidth:
 // over shared memory every byte a collective moves is at least one copy, so that is the limit.
+// Beside it, each collective's traffic bound: the busbw at which the bytes a rank must read and
+// write (a reduction reads every rank's block of its shard, a gather copies the peers' blocks)
+// would take the whole time, at the rates all ranks reach streaming together
+// ([Note: traffic bound]).
 //
 //   mpirun -np N collectives [--op all_gather|reduce_scatter|all_reduce|all] [--dtype f32|bf16|f16]
 //       [--min-bytes 8] [--max-bytes 268435456] [--iters 20] [--warmup 5] [--check 1]
@@ -13,6 +17,9 @@
 // link carries in a bandwidth-optimal algorithm. Time is the mean of `iters` operations issued
 // together and then waited for, the largest over ranks.
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -43,6 +50,14 @@ float input_value(int r, int64_t i, int seed) {
 }
 constexpr float kUnwritten = -100.0f;  // outside the input range, exact in every dtype
 
+// [Note: traffic bound] Per rank rates, read + write bytes a second, with every rank streaming at
+// once: a copy and a sum of two arrays into a third, each the faster of plain stores and
+// non-temporal ones (which skip reading the destination's lines first: glibc's memcpy switches
+// to them for large copies, so the memcpy yardstick of 256 MiB has them and one of 64 MiB not).
+struct Rates {
+  double copy, sum;
+};
+
 // One collective: what nccl-tests keeps in its struct testColl.
 struct Collective {
   const char* name;
@@ -52,7 +67,15 @@ struct Collective {
   WorkPtr (*run)(Communicator& comm, const Tensor& in, const Tensor& out);
   // Element i of rank r's output when every rank j's input is input_value(j, ., seed).
   float (*expected)(int n, int r, int64_t count, int64_t i, int seed);
+  // Seconds a rank spends, at `rates`, on the least it must read and write per byte of size(B):
+  // a reduction of its 1/n reads n blocks and writes one; a gather copies the blocks it lacks.
+  double (*least_time)(int n, bool in_place, const Rates& rates);
 };
+
+// A reduce-scatter of size 1: reads n blocks of 1/n and writes one.
+double reduce_time(int n, const Rates& x) { return (1.0 + 1.0 / n) / x.sum; }
+// Copying `blocks` blocks of 1/n: each read and written.
+double copy_time(int n, double blocks, const Rates& x) { return 2.0 * blocks / n / x.copy; }
 
 float sum_over_ranks(int n, int64_t i, int seed) {
   float s = 0;
@@ -63,13 +86,16 @@ float sum_over_ranks(int n, int64_t i, int seed) {
 const Collective kCollectives[] = {
     {"all_gather", "none", [](int n) { return (n - 1) / static_cast<double>(n); }, false, true,
      [](Communicator& c, const Tensor& in, const Tensor& out) { return c.all_gather_async(in, out); },
-     [](int, int, int64_t count, int64_t i, int seed) { return input_value(static_cast<int>(i / count), i % count, seed); }},
+     [](int, int, int64_t count, int64_t i, int seed) { return input_value(static_cast<int>(i / count), i % count, seed); },
+     [](int n, bool in_place, const Rates& x) { return copy_time(n, in_place ? n - 1 : n, x); }},
     {"reduce_scatter", "sum", [](int n) { return (n - 1) / static_cast<double>(n); }, true, false,
      [](Communicator& c, const Tensor& in, const Tensor& out) { return c.reduce_scatter_async(in, out, ReduceOp::sum); },
-     [](int n, int r, int64_t count, int64_t i, int seed) { return sum_over_ranks(n, r * count + i, seed); }},
+     [](int n, int r, int64_t count, int64_t i, int seed) { return sum_over_ranks(n, r * count + i, seed); },
+     [](int n, bool, const Rates& x) { return reduce_time(n, x); }},
     {"all_reduce", "sum", [](int n) { return 2.0 * (n - 1) / n; }, false, false,
      [](Communicator& c, const Tensor& in, const Tensor& out) { return c.all_reduce_async(in, out, ReduceOp::sum); },
-     [](int n, int, int64_t, int64_t i, int seed) { return sum_over_ranks(n, i, seed); }},
+     [](int n, int, int64_t, int64_t i, int seed) { return sum_over_ranks(n, i, seed); },
+     [](int n, bool, const Rates& x) { return reduce_time(n, x) + copy_time(n, n - 1, x); }},
 };
 
 [[noreturn]] void unsupported(DType t) {
@@ -167,6 +193,48 @@ double memcpy_gbps(size_t bytes) {
   return best;
 }
 
+// [Note: traffic bound]: each rate the best of 3 trials that all ranks start together, on arrays
+// of `bytes`; the fastest rank's, so the bound errs high.
+Rates streaming_rates(Communicator& comm, int64_t bytes) {
+  const int64_t n = std::max<int64_t>(bytes / 4, 1);
+  const Tensor a = Tensor::zeros({n}, DType::f32, MemCategory::communication);
+  const Tensor b = Tensor::zeros({n}, DType::f32, MemCategory::communication);
+  const Tensor c = Tensor::zeros({n}, DType::f32, MemCategory::communication);
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  float* z = c.data<float>();
+  auto best = [&](double moved, auto&& kernel) {
+    double rate = 0;
+    for (int trial = 0; trial < 3; ++trial) {
+      comm.barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      kernel();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rate = std::max(rate, moved / s / 1e9);
+    }
+    return static_cast<double>(reduce_scalar(comm, static_cast<float>(rate), ReduceOp::max));
+  };
+  const double nb = static_cast<double>(n) * 4;
+  Rates r{};
+  r.copy = best(2 * nb, [&] { std::memcpy(z, x, static_cast<size_t>(n) * 4); });
+  r.sum = best(3 * nb, [&] {
+    for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+  });
+#if defined(__SSE2__)
+  const int64_t n4 = n / 4 * 4;  // Tensor storage is 64-byte aligned
+  r.copy = std::max(r.copy, best(2 * nb, [&] {
+    for (int64_t i = 0; i < n4; i += 4) _mm_stream_ps(z + i, _mm_load_ps(x + i));
+    _mm_sfence();
+  }));
+  r.sum = std::max(r.sum, best(3 * nb, [&] {
+    for (int64_t i = 0; i < n4; i += 4) _mm_stream_ps(z + i, _mm_add_ps(_mm_load_ps(x + i), _mm_load_ps(y + i)));
+    _mm_sfence();
+  }));
+#endif
+  if (static_cast<volatile float*>(z)[n / 2] != 0) std::printf(" ");  // keep the loops alive
+  return r;
+}
+
 const char* nccl_type_name(DType t) { return t == DType::f32 ? "float" : t == DType::bf16 ? "bfloat16" : "half"; }
 
 struct Mode {
@@ -203,7 +271,7 @@ Mode measure(Communicator& comm, const Collective& coll, const Tensor& in, const
 
 // One table; returns the number of wrong elements over all rows.
 int64_t run_collective(Communicator& comm, const Collective& coll, const Options& o, const Tensor& send,
-                       const Tensor& recv, double memcpy_bw) {
+                       const Tensor& recv, double memcpy_bw, const Rates& rates) {
   const int n = comm.size(), r = comm.rank();
   const bool root = r == 0;
   const size_t ws = zt::dtype_size(o.dtype);
@@ -215,7 +283,7 @@ int64_t run_collective(Communicator& comm, const Collective& coll, const Options
     std::printf("# %10s  %12s  %8s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "(us)",
                 "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   }
-  double bw_sum = 0, bw_max = 0;
+  double bw_sum = 0, bw_max = 0, mode_max[2] = {0, 0};
   int rows = 0;
   int64_t wrong_total = 0;
   for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
@@ -237,6 +305,7 @@ int64_t run_collective(Communicator& comm, const Collective& coll, const Options
       const double algbw = static_cast<double>(size) / 1e3 / m.us, busbw = algbw * coll.bus_factor(n);
       bw_sum += busbw;
       bw_max = std::max(bw_max, busbw);
+      mode_max[in_place] = std::max(mode_max[in_place], busbw);
       ++rows;
       wrong_total += std::max<int64_t>(m.wrong, 0);
       if (root) {
@@ -258,6 +327,14 @@ int64_t run_collective(Communicator& comm, const Collective& coll, const Options
     std::printf("# Avg bus bandwidth    : %g\n", rows ? bw_sum / rows : 0.0);
     std::printf("# max busbw / memcpy: %.1f%% (%s max busbw %.2f GB/s, memcpy %.2f GB/s)\n", 100 * bw_max / memcpy_bw,
                 coll.name, bw_max, memcpy_bw);
+    // busbw is bus_factor(n) bytes a second per byte of size(B), and size(B) takes least_time.
+    for (bool in_place : {false, true}) {
+      if (n == 1) break;  // nothing moves
+      const double bound = coll.bus_factor(n) / coll.least_time(n, in_place, rates);
+      std::printf("# traffic bound, %s: busbw <= %.2f GB/s (%.1f%% of memcpy); measured max %.2f GB/s, %.1f%% of it\n",
+                  in_place ? "in place" : "out of place", bound, 100 * bound / memcpy_bw, mode_max[in_place],
+                  100 * mode_max[in_place] / bound);
+    }
     std::fflush(stdout);
   }
   return wrong_total;
@@ -265,6 +342,7 @@ int64_t run_collective(Communicator& comm, const Collective& coll, const Options
 
 int run(Communicator& comm, const Options& o, double memcpy_bw) {
   const bool root = comm.rank() == 0;
+  const Rates rates = streaming_rates(comm, std::max<int64_t>(o.max_bytes, int64_t{16} << 20));
   if (root) {
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
@@ -276,6 +354,8 @@ int run(Communicator& comm, const Options& o, double memcpy_bw) {
     if (o.large_bytes > 0)  // warm-up too is capped at large-iters there
       std::printf(" (%d above %lld B)", o.large_iters, static_cast<long long>(o.large_bytes));
     std::printf(" validation: %d\n# memcpy bandwidth: %.2f GB/s (read+write)\n", o.check ? 1 : 0, memcpy_bw);
+    std::printf("# streaming with all %d ranks at once, per rank (read+write): copy %.2f GB/s, sum of two %.2f GB/s\n",
+                comm.size(), rates.copy, rates.sum);
     std::fflush(stdout);
   }
   // Two buffers of max-bytes, as nccl-tests allocates: every size and mode uses views of them.
@@ -284,7 +364,7 @@ int run(Communicator& comm, const Options& o, double memcpy_bw) {
   const Tensor recv = Tensor::empty({elems}, o.dtype, MemCategory::communication);
   int64_t wrong = 0;
   for (const Collective& c : kCollectives)
-    if (o.op == "all" || o.op == c.name) wrong += run_collective(comm, c, o, send, recv, memcpy_bw);
+    if (o.op == "all" || o.op == c.name) wrong += run_collective(comm, c, o, send, recv, memcpy_bw, rates);
   return wrong ? 1 : 0;
 }
 

@@ -2,6 +2,7 @@
 # `ztrain simulate` against measured steps on this machine: a Llama (4 blocks, C=512, T=256,
 # micro-batch 2) on
 #   host2   2 ranks on one host (shared memory),
+#   host3   3 ranks on one host (shared memory),
 #   host4   4 ranks on one host (shared memory),
 #   2hosts  4 ranks on two network-namespace hosts joined by a veth limited to 1 Gbit/s by tc
 #           (tests/netns_hosts.sh; netem is not in this kernel, so no added delay),
@@ -14,16 +15,18 @@
 # the same 2 cores as host4) take host4's device, so all of them are predictions. Collectives are polled here (the ranks'
 # compute threads take both cores), so the cluster files say "progress": "polled". Prints a markdown table of measured against
 # simulated step time and exposed communication (rank 0's steps from the third, medians).
-#   bench/simulate_check.sh [build-dir] [out-dir]
+#   [STEPS=8] bench/simulate_check.sh [build-dir] [out-dir] [settings, default "host2 host3 host4 2hosts"]
+# (2hosts takes host4's device: name both).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=$(cd "${1:-build}" && pwd)
 res=${2:-/tmp/simulate_check}
+settings=" ${3:-host2 host3 host4 2hosts} "
 rm -rf "$res" && mkdir -p "$res"
 ztrain=$build/ztrain collectives=$build/bench/collectives fit=$root/bench/simulate_fit.py
 mpirun=$(command -v mpirun)
-steps=8
+steps=${STEPS:-8}
 
 cat > "$res/c.json" <<JSON
 {"model": {"arch": "llama", "n_layer": 4, "n_head": 8, "n_kv_head": 4, "n_embd": 512, "intermediate_size": 1024,
@@ -104,8 +107,9 @@ echo "| setting, mode | measured step | simulated | error | measured exposed com
 echo "|---|---:|---:|---:|---:|---:|---:|" >> "$res/table.md"
 
 # One host.
-for np in 2 4; do
+for np in 2 3 4; do
   s=host$np
+  [[ $settings == *" $s "* ]] || continue
   one_host "$np" "$collectives" "${coll_args[@]}" > "$res/$s.coll.txt" 2>&1
   ms="stage0 stage1 stage2 stage3"
   [ "$np" -eq 4 ] && ms="$ms hybrid hybrid2 hpz"
@@ -124,7 +128,7 @@ done
 tests_dir=$root/tests
 skip() { echo "2hosts skipped: $*"; exit 0; }
 fail() { echo "2hosts: $*"; }
-(
+[[ $settings == *" 2hosts "* ]] && (
   . "$tests_dir/netns_hosts.sh"
   for ns in $nsa $nsb; do
     ip netns exec "$ns" tc qdisc add dev $if root tbf rate 1gbit burst 256kb latency 100ms || skip "no tc tbf"

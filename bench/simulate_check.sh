@@ -15,7 +15,10 @@
 # the same 2 cores as host4) take host4's device, so all of them are predictions. Collectives are polled here (the ranks'
 # compute threads take both cores), so the cluster files say "progress": "polled". Prints a markdown table of measured against
 # simulated step time and exposed communication (rank 0's steps from the third, medians).
-#   [STEPS=8] bench/simulate_check.sh [build-dir] [out-dir] [settings, default "host2 host3 host4 2hosts"]
+# Each mode runs ROUNDS times, the rounds interleaved (every mode once, then again), and each
+# measured field is the median over them: one run's exposed time, tens of milliseconds, moves by a
+# third between identical runs here, which shifts every prediction through the calibration.
+#   [STEPS=24] [ROUNDS=3] bench/simulate_check.sh [build-dir] [out-dir] [settings, default "host2 host3 host4 2hosts"]
 # (2hosts takes host4's device: name both).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +29,7 @@ settings=" ${3:-host2 host3 host4 2hosts} "
 rm -rf "$res" && mkdir -p "$res"
 ztrain=$build/ztrain collectives=$build/bench/collectives fit=$root/bench/simulate_fit.py
 mpirun=$(command -v mpirun)
-steps=${STEPS:-8}
+steps=${STEPS:-24} rounds=${ROUNDS:-3}
 
 cat > "$res/c.json" <<JSON
 {"model": {"arch": "llama", "n_layer": 4, "n_head": 8, "n_kv_head": 4, "n_embd": 512, "intermediate_size": 1024,
@@ -87,9 +90,10 @@ if not device_of:  # the host's step overhead, from the same calibration run
 PY
 }
 
-measure() {  # SETTING MODE: the run's metrics and trace into $res/SETTING.MODE.measured
-  python3 "$fit" measured "$res/$1.$2.jsonl" "$res/$1.$2.trace.json" > "$res/$1.$2.measured" ||
-    echo "no measurement for $1 $2"
+measure() {  # SETTING MODE: the rounds' metrics and traces into $res/SETTING.MODE.measured
+  local runs=() r
+  for r in $(seq "$rounds"); do runs+=("$res/$1.$2.r$r.jsonl" "$res/$1.$2.r$r.trace.json"); done
+  python3 "$fit" measured "${runs[@]}" > "$res/$1.$2.measured" || echo "no measurement for $1 $2"
 }
 
 predict() {  # SETTING NP MODE...
@@ -113,12 +117,14 @@ for np in 2 3 4; do
   one_host "$np" "$collectives" "${coll_args[@]}" > "$res/$s.coll.txt" 2>&1
   ms="stage0 stage1 stage2 stage3"
   [ "$np" -eq 4 ] && ms="$ms hybrid hybrid2 hpz"
-  for m in $ms; do
-    # shellcheck disable=SC2086
-    one_host "$np" "$ztrain" train --config "$res/c.json" ${modes[$m]} --metrics "$res/$s.$m.jsonl" \
-      --trace "$res/$s.$m.trace.json" > "$res/$s.$m.out" 2>&1 || echo "$s $m failed: $(tail -3 "$res/$s.$m.out")"
-    measure "$s" "$m"
+  for r in $(seq "$rounds"); do
+    for m in $ms; do
+      # shellcheck disable=SC2086
+      one_host "$np" "$ztrain" train --config "$res/c.json" ${modes[$m]} --metrics "$res/$s.$m.r$r.jsonl" \
+        --trace "$res/$s.$m.r$r.trace.json" > "$res/$s.$m.r$r.out" 2>&1 || echo "$s $m failed: $(tail -3 "$res/$s.$m.r$r.out")"
+    done
   done
+  for m in $ms; do measure "$s" "$m"; done
   cluster "$s" "$np" "$np" "$res/$s.coll.txt"
   # shellcheck disable=SC2086
   predict "$s" "$np" $ms
@@ -139,13 +145,15 @@ fail() { echo "2hosts: $*"; }
   # Within a host: two ranks over shared memory, as a hybrid or hpZ group of 2 runs them.
   one_host 2 "$collectives" "${coll_args[@]}" > "$res/$s.intra.coll.txt" 2>&1
   ms="stage0 stage2 stage3 hybrid hpz"
-  for m in $ms; do
-    # shellcheck disable=SC2086
-    launch "$res/$s.$m.out" "$hosts" "$ztrain" train --config "$res/c.json" ${modes[$m]} \
-      --metrics "$res/$s.$m.jsonl" --trace "$res/$s.$m.trace.json"
-    [ "$rc" -eq 0 ] || echo "$s $m failed: $(tail -3 "$res/$s.$m.out")"
-    measure "$s" "$m"
+  for r in $(seq "$rounds"); do
+    for m in $ms; do
+      # shellcheck disable=SC2086
+      launch "$res/$s.$m.r$r.out" "$hosts" "$ztrain" train --config "$res/c.json" ${modes[$m]} \
+        --metrics "$res/$s.$m.r$r.jsonl" --trace "$res/$s.$m.r$r.trace.json"
+      [ "$rc" -eq 0 ] || echo "$s $m failed: $(tail -3 "$res/$s.$m.r$r.out")"
+    done
   done
+  for m in $ms; do measure "$s" "$m"; done
   # The same 4 ranks on the same 2 cores as host4: its calibration, so every run here is a prediction.
   cluster "$s" 4 2 "$res/$s.intra.coll.txt" "$res/$s.coll.txt" host4
   # shellcheck disable=SC2086

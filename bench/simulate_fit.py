@@ -5,11 +5,12 @@
                                       output (nccl-tests' format): {"all_gather": {"bandwidth": busbw
                                       in B/s, "latency": s per ring step}, ...} as a cluster file's
                                       links.*.collectives wants them
-  simulate_fit.py measured METRICS TRACE
+  simulate_fit.py measured METRICS TRACE [METRICS TRACE ...]
                                       a real run's steady steps (from the third), rank 0: the median
                                       step time, and between the starts of consecutive steps' first
                                       forward the median busy time of the compute and optimizer lanes
-                                      (each and their union) and the rest, exposed communication
+                                      (each and their union) and the rest, exposed communication;
+                                      of several runs, each field's median over them
   simulate_fit.py device MEASURED_JSON SIMULATED_JSON
                                       the flop rate and memory bandwidth that make a simulation at
                                       1e9 of each (SIMULATED_JSON) compute what a run measured
@@ -63,6 +64,12 @@ def intervals_union(spans):
     if cur:
         total += cur[1] - cur[0]
     return total
+
+
+def measured_runs(paths):
+    """measured() of each (metrics, trace) pair, each field the median over the runs."""
+    runs = [measured(m, t) for m, t in zip(paths[::2], paths[1::2])]
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
 def measured(metrics, trace):
@@ -130,7 +137,7 @@ if __name__ == "__main__":
     if cmd == "links":
         print(json.dumps(links(sys.argv[2])))
     elif cmd == "measured":
-        print(json.dumps(measured(sys.argv[2], sys.argv[3])))
+        print(json.dumps(measured_runs(sys.argv[2:])))
     elif cmd == "device":
         print(json.dumps(device(sys.argv[2], sys.argv[3])))
     elif cmd == "overhead":

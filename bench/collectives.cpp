@@ -10,6 +10,9 @@
 //   mpirun -np N collectives [--op all_gather|reduce_scatter|all_reduce|all] [--dtype f32|bf16|f16]
 //       [--min-bytes 8] [--max-bytes 268435456] [--iters 20] [--warmup 5] [--check 1]
 //       [--large-bytes 0 --large-iters 10]   (sizes above large-bytes run large-iters iterations)
+//       [--across-groups G]   (the world as groups of G consecutive ranks; each collective runs over
+//                              the ranks at the same place in every group, all such sets at once:
+//                              hybrid sharding's replicas; the printed rows are rank 0's set's)
 //
 // size(B) is the large buffer, as in nccl-tests: n*count elements for all_gather and
 // reduce_scatter (count is the per-rank block), count elements for all_reduce. algbw = size/time;
@@ -29,6 +32,7 @@
 #include <exception>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -144,8 +148,9 @@ struct Options {
   std::string op = "all";
   DType dtype = DType::f32;
   int64_t min_bytes = 8, max_bytes = int64_t{256} << 20, large_bytes = 0;
-  int iters = 20, warmup = 5, large_iters = 10;
+  int iters = 20, warmup = 5, large_iters = 10, across_groups = 1;
   bool check = true;
+  bool prints = true;  // whether this set's rank 0 prints (--across-groups: rank 0's set only)
 };
 
 Options parse(int argc, char** argv) {
@@ -167,12 +172,14 @@ Options parse(int argc, char** argv) {
     else if (k == "warmup") o.warmup = std::stoi(v);
     else if (k == "large-iters") o.large_iters = std::stoi(v);
     else if (k == "check") o.check = std::stoi(v) != 0;
+    else if (k == "across-groups") o.across_groups = std::stoi(v);
     else throw std::invalid_argument("collectives: unknown flag --" + k);
   }
   if (o.dtype != DType::f32 && o.dtype != DType::bf16 && o.dtype != DType::f16) unsupported(o.dtype);
   const auto known = [&](const Collective& c) { return o.op == c.name; };
   if (o.op != "all" && std::none_of(std::begin(kCollectives), std::end(kCollectives), known))
     throw std::invalid_argument("collectives: unknown --op " + o.op + " (all_gather, reduce_scatter, all_reduce or all)");
+  if (o.across_groups < 1) throw std::invalid_argument("collectives: --across-groups must be at least 1");
   if (o.min_bytes < 1 || o.min_bytes > o.max_bytes || o.iters < 1 || o.warmup < 0 || o.large_iters < 1)
     throw std::invalid_argument("collectives: need 1 <= min-bytes <= max-bytes, iters >= 1, warmup >= 0");
   return o;
@@ -273,7 +280,7 @@ Mode measure(Communicator& comm, const Collective& coll, const Tensor& in, const
 int64_t run_collective(Communicator& comm, const Collective& coll, const Options& o, const Tensor& send,
                        const Tensor& recv, double memcpy_bw, const Rates& rates) {
   const int n = comm.size(), r = comm.rank();
-  const bool root = r == 0;
+  const bool root = r == 0 && o.prints;
   const size_t ws = zt::dtype_size(o.dtype);
   if (root) {
     std::printf("#\n# %s\n", coll.name);
@@ -341,7 +348,7 @@ int64_t run_collective(Communicator& comm, const Collective& coll, const Options
 }
 
 int run(Communicator& comm, const Options& o, double memcpy_bw) {
-  const bool root = comm.rank() == 0;
+  const bool root = comm.rank() == 0 && o.prints;
   const Rates rates = streaming_rates(comm, std::max<int64_t>(o.max_bytes, int64_t{16} << 20));
   if (root) {
     char host[256] = "?";
@@ -376,7 +383,21 @@ int main(int argc, char** argv) {
   const double memcpy_bw = zt::detect_launch().rank == 0 ? memcpy_gbps(size_t{256} << 20) : 0;
   auto pg = zt::ProcessGroup::start(&argc, &argv);
   try {
-    return run(pg->world(), parse(argc, argv), memcpy_bw);
+    Options o = parse(argc, argv);
+    Communicator& world = pg->world();
+    if (o.across_groups == 1) return run(world, o, memcpy_bw);
+    if (world.size() % o.across_groups != 0)
+      throw std::invalid_argument("collectives: --across-groups " + std::to_string(o.across_groups) +
+                                  " does not divide the " + std::to_string(world.size()) + " ranks");
+    // Rank 0's set prints (its rank 0 is the world's); each set's yardstick is rank 0's memcpy.
+    const std::unique_ptr<Communicator> across = world.split(world.rank() % o.across_groups, world.rank());
+    o.prints = world.rank() == 0;
+    if (o.prints)
+      std::printf("# across groups of %d: %d sets of %d ranks run each collective at once; the rows are rank 0's set's\n",
+                  o.across_groups, o.across_groups, across->size());
+    const int wrong = run(*across, o, memcpy_bw);
+    world.barrier();  // the other sets' rows are not printed, but they ran at once
+    return wrong;
   } catch (const std::exception& e) {
     pg->fail(e.what());
   }

@@ -201,6 +201,25 @@ class MpiCommunicator final : public Communicator {
       return submit("all_reduce", in, [=, this] {
         return mpi::shm_all_reduce(channel_, in.raw(), out.raw(), n, in.dtype(), op);
       }, {});
+    if ((in.dtype() == DType::f32 || is_half(in.dtype())) && ring_all_reduce(size_, n)) {
+      // [Note: ring all-reduce], in f32, in a staged copy padded to size_ equal chunks.
+      const int c = static_cast<int>((static_cast<int64_t>(n) + size_ - 1) / size_);
+      const int64_t padded = static_cast<int64_t>(c) * size_;
+      auto stage = staging_->get(padded);
+      const uint64_t ring = number_ring(c);
+      return submit("all_reduce", in, [=, this] {
+        float* st = stage->data<float>();
+        if (is_half(in.dtype())) to_f32(in, st);
+        else std::memcpy(st, in.raw(), in.nbytes());
+        std::fill(st + n, st + padded, 0.0f);
+        return mpi::start_ring_all_reduce(ring_lane_, ring, comm_, rank_, size_, stage, st, c, op);
+      }, [=] {
+        float* st = stage->data<float>();
+        if (avg) divide(st, n, n_ranks);
+        if (is_half(in.dtype())) from_f32(st, out);
+        else std::memcpy(out.raw(), st, out.nbytes());
+      });
+    }
     if (is_half(in.dtype())) {
       // Out of place in f32: Open MPI's in-place all-reduce runs several times slower here.
       auto stage = staging_->get(2 * static_cast<int64_t>(n));
@@ -218,9 +237,9 @@ class MpiCommunicator final : public Communicator {
     }
     const bool in_place = in.same_storage(out) && in.offset() == out.offset();
     const MPI_Datatype t = wire_type(in.dtype());
-    if (in_place && in.nbytes() >= kStagedAllReduceBytes) {
-      // kStagedAllReduceBytes: the input copied aside (4-byte elements, as the pool's), reduced
-      // out of place into the buffer.
+    if (in_place && in.nbytes() >= kLargeAllReduceBytes) {
+      // kLargeAllReduceBytes: the input copied aside (4-byte elements, as the pool's), reduced out
+      // of place into the buffer.
       auto stage = staging_->get(n);
       return submit("all_reduce", in, [=, this] {
         std::memcpy(stage->raw(), in.raw(), in.nbytes());

@@ -14,17 +14,24 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "comm/communicator.hpp"
 
 namespace zt {
 
-// An in-place all-reduce of 4-byte elements (f32, i32) of at least this many bytes, outside the
-// shared-memory channel, reduces out of place from a copy in the staging pool: Open MPI's in-place
-// all-reduce across hosts runs at 0.4x its out-of-place one here (bench/RESULTS.md). Smaller ones
-// (the step's one-value reductions) stay in place.
-inline constexpr size_t kStagedAllReduceBytes = size_t{1} << 20;
+// A large all-reduce outside the shared-memory channel: at least this many bytes in f32 (f32, or
+// 16 bits reduced in f32). Over 2 or 3 ranks it runs as a ring from a copy in the staging pool
+// ([Note: ring all-reduce] in comm/mpi_ring.hpp); over more, an in-place f32 or i32 one reduces
+// out of place from a copy, as Open MPI's in-place all-reduce across hosts runs at 0.4x its
+// out-of-place one here (bench/RESULTS.md). Smaller ones (the step's one-value reductions) are
+// MPI's, in place.
+inline constexpr size_t kLargeAllReduceBytes = size_t{1} << 20;
+// Whether an all-reduce of `n` elements over `ranks` runs as the ring.
+inline bool ring_all_reduce(int ranks, int64_t n) {
+  return ranks > 1 && ranks < 4 && static_cast<size_t>(n) * sizeof(float) >= kLargeAllReduceBytes;
+}
 
 // MPI_Init_thread(MPI_THREAD_MULTIPLE) and MPI_Finalize. One per process, before any MPI
 // communicator and outliving them all.

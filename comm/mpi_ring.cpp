@@ -12,12 +12,16 @@ namespace {
 constexpr int kTagBase = 8192;
 constexpr int kTags = 16384;
 
+// A reduce-scatter ring, and with `gather` (out: chunk `rank` of `gather`) the all-gather steps
+// of [Note: ring all-reduce] after it.
 class RingReduceScatter final : public Pending {
  public:
   RingReduceScatter(std::shared_ptr<RingLane> lane, uint64_t number, MPI_Comm comm, int rank, int size,
-                    const float* in, float* out, int c, ReduceOp op)
+                    const float* in, float* out, int c, ReduceOp op, float* gather = nullptr,
+                    std::shared_ptr<Tensor> keep = nullptr)
       : lane_(std::move(lane)), number_(number), comm_(comm), rank_(rank), n_(size),
-        tag_(kTagBase + static_cast<int>(number % kTags)), in_(in), out_(out), c_(c), op_(op) {}
+        tag_(kTagBase + static_cast<int>(number % kTags)), in_(in), out_(out), c_(c), op_(op), gather_(gather),
+        keep_(std::move(keep)) {}
 
   // Abandoned in flight (a timeout, a peer gone): the receive is cancelled, which MPI completes
   // locally. A send cannot be taken back (Open MPI does not cancel sends), so it is let go and the
@@ -31,6 +35,7 @@ class RingReduceScatter final : public Pending {
     if (reqs_[0] != MPI_REQUEST_NULL) {
       MPI_Request_free(&reqs_[0]);
       new std::shared_ptr<Tensor>(std::move(lane_->buffer));  // never freed, on purpose
+      if (keep_) new std::shared_ptr<Tensor>(std::move(keep_));  // the all-gather sends from it
     }
     if (started_ && !finished_) ++lane_->turn;
   }
@@ -53,7 +58,17 @@ class RingReduceScatter final : public Pending {
       std::swap(cur_, tmp_);
       if (++step_ < n_ - 1) post();
     }
-    std::memcpy(out_, cur_, bytes());
+    if (!reduced_) {
+      std::memcpy(out_, cur_, bytes());
+      reduced_ = true;
+      if (gather_) post_gather();
+    }
+    while (gather_ && gstep_ < n_ - 1) {
+      int flag = 0;
+      check(MPI_Testall(2, reqs_, &flag, MPI_STATUSES_IGNORE), "all_reduce ring step");
+      if (!flag) return false;
+      if (++gstep_ < n_ - 1) post_gather();
+    }
     finished_ = true;
     ++lane_->turn;
     return true;
@@ -84,6 +99,15 @@ class RingReduceScatter final : public Pending {
     check(MPI_Irecv(tmp_, c_, MPI_FLOAT, left, tag_, comm_, &reqs_[1]), "reduce_scatter ring: MPI_Irecv");
   }
 
+  // All-gather step gstep_: chunk rank - gstep_ (reduced here, or received in the last step) to
+  // the right, chunk rank - gstep_ - 1 from the left, both in place in gather_.
+  void post_gather() {
+    const int right = (rank_ + 1) % n_, left = (rank_ + n_ - 1) % n_;
+    const size_t send = static_cast<size_t>((rank_ - gstep_ + n_) % n_), recv = static_cast<size_t>((rank_ - gstep_ - 1 + 2 * n_) % n_);
+    check(MPI_Isend(gather_ + send * c_, c_, MPI_FLOAT, right, tag_, comm_, &reqs_[0]), "all_reduce ring: MPI_Isend");
+    check(MPI_Irecv(gather_ + recv * c_, c_, MPI_FLOAT, left, tag_, comm_, &reqs_[1]), "all_reduce ring: MPI_Irecv");
+  }
+
   std::shared_ptr<RingLane> lane_;
   uint64_t number_;
   MPI_Comm comm_;
@@ -92,7 +116,10 @@ class RingReduceScatter final : public Pending {
   float* out_;
   int c_;
   ReduceOp op_;
-  bool started_ = false, finished_ = false;
+  float* gather_;                // the all-reduce's buffer; null for a reduce-scatter
+  std::shared_ptr<Tensor> keep_;  // what holds gather_'s memory
+  bool started_ = false, reduced_ = false, finished_ = false;
+  int gstep_ = 0;
   float* cur_ = nullptr;  // the chunk being sent: reduced over the ranks to the left so far
   float* tmp_ = nullptr;  // the chunk being received
   int step_ = 0;
@@ -106,6 +133,15 @@ std::unique_ptr<Pending> start_ring_reduce_scatter(std::shared_ptr<RingLane> lan
                                                    ReduceOp op) {
   auto ring = std::make_unique<RingReduceScatter>(std::move(lane), number, comm, rank, size, in, out, c, op);
   if (ring->advance()) return nullptr;  // its turn, and its messages were there already
+  return ring;
+}
+
+std::unique_ptr<Pending> start_ring_all_reduce(std::shared_ptr<RingLane> lane, uint64_t number, MPI_Comm comm, int rank,
+                                               int size, std::shared_ptr<Tensor> keep, float* buf, int c, ReduceOp op) {
+  // Chunk `rank` is written only after the last read of it (start_ring_reduce_scatter's contract).
+  auto ring = std::make_unique<RingReduceScatter>(std::move(lane), number, comm, rank, size, buf,
+                                                  buf + static_cast<size_t>(rank) * c, c, op, buf, std::move(keep));
+  if (ring->advance()) return nullptr;
   return ring;
 }
 

@@ -8,6 +8,16 @@
 // from its left, so rank r ends with chunk r reduced over all ranks, having sent (n-1)/n of the
 // buffer. A step's MPI_Isend and MPI_Irecv are tested by the progress loop like any collective's
 // request, so the ring overlaps the other operations in flight and its wait keeps its deadline.
+//
+// [Note: ring all-reduce] Open MPI's nonblocking all-reduce (libnbc) reduces to a root and
+// broadcasts back on fewer than 4 ranks, and in place on any number: each link carries the whole
+// buffer one way at a time while the other way idles, and one rank does all the reduction. Across
+// hosts, where a hybrid run's replicas are pairs, that ran at half the link (bench/RESULTS.md). A
+// large all-reduce over 2 or 3 ranks therefore runs as NCCL's ring all-reduce: the ring
+// reduce-scatter above, then, within the same ring, n-1 steps of an all-gather in which each rank
+// passes on the reduced chunk it received last (its own first), straight within the buffer. Over 4
+// or more, out of place, Open MPI's own was faster across two hosts here (it crosses between
+// the hosts less than a flat ring does), so it stays.
 // A communicator's rings run one at a time, in issue order (the same on every rank), through one
 // buffer kept between them: rings run side by side only compete for the same memory bandwidth,
 // and fresh pages for every ring cost as much as the transfer itself. Each ring still has a tag of
@@ -34,5 +44,10 @@ struct RingLane {
 // It waits for its turn within advance().
 std::unique_ptr<Pending> start_ring_reduce_scatter(std::shared_ptr<RingLane> lane, uint64_t number, MPI_Comm comm,
                                                    int rank, int size, const float* in, float* out, int c, ReduceOp op);
+
+// Ring all-reduce ([Note: ring all-reduce]) of `buf`, size * c floats, in place; `keep` holds the
+// memory of `buf` (leaked with a send in flight when abandoned, as the lane's buffer is).
+std::unique_ptr<Pending> start_ring_all_reduce(std::shared_ptr<RingLane> lane, uint64_t number, MPI_Comm comm, int rank,
+                                               int size, std::shared_ptr<Tensor> keep, float* buf, int c, ReduceOp op);
 
 }  // namespace zt::mpi

@@ -417,12 +417,14 @@ TEST_CASE("all_reduce: sum, avg and max, every float dtype and count, in place a
       for (DType dt : kFloats)
         for (bool inplace : {false, true})
           for (int64_t count : kCounts) run(all_reduce_case(name, *c, dt, count, op, inplace, ++salt));
-  // Past kStagedAllReduceBytes an in-place f32 all-reduce outside the shared-memory channel
-  // reduces from a staged copy (comm/mpi_communicator.hpp).
-  const int64_t staged = static_cast<int64_t>(kStagedAllReduceBytes / sizeof(float)) + 3;
+  // Past kLargeAllReduceBytes an all-reduce outside the shared-memory channel runs as a ring in
+  // f32 over 2-3 ranks ([Note: ring all-reduce]; 3 more elements than the threshold pad the last
+  // chunk), or from a staged copy over more.
+  const int64_t ring = static_cast<int64_t>(kLargeAllReduceBytes / sizeof(float)) + 3;
   for (const auto& [name, c] : comms())
     for (ReduceOp op : kOps)
-      for (bool inplace : {false, true}) run(all_reduce_case(name, *c, DType::f32, staged, op, inplace, ++salt));
+      for (DType dt : kFloats)
+        for (bool inplace : {false, true}) run(all_reduce_case(name, *c, dt, ring, op, inplace, ++salt));
   // The short form reduces in place.
   Communicator& w = world();
   Tensor t = Tensor::empty({5});

@@ -268,15 +268,19 @@ class GhostUnit final : public ScheduledUnit {
     // A shard group within one host reduces through its shared-memory channel, in buffers of its
     // own outside the ledger ([Note: shared-memory collectives] in comm/shm_channel.hpp).
     if (shm_) return;
-    // Across hosts, MPI's: 16 bits stage through f32, in and out of an all-reduce, or in and
-    // this rank's slice of a reduce-scatter; a large f32 all-reduce (in place here) stages its
-    // input (kStagedAllReduceBytes in comm/mpi_communicator.hpp).
-    if (wire) staged_ = rank_.staging.get(all_reduce ? 2 * P : P + S);
-    else if (all_reduce && f32_bytes(P) >= kStagedAllReduceBytes) staged_ = rank_.staging.get(P);
-    // comm/mpi_communicator.cpp: a reduce-scatter (f32, or the staged f32 of 16 bits) runs as a
-    // ring through a buffer of twice the shard, kept between operations and grown (new before old
-    // is freed) for a longer shard. All-reduces run in MPI's own buffers.
-    if (!all_reduce && 2 * S > rank_.ring) {
+    // Across hosts, MPI's (kLargeAllReduceBytes in comm/mpi_communicator.hpp): a large all-reduce
+    // over 2-3 ranks runs as a ring in an f32 copy of the buffer (P divides into the group's
+    // chunks); otherwise 16 bits stage through f32, in and out of an all-reduce, or in and this
+    // rank's slice of a reduce-scatter, and a large f32 all-reduce (in place here) stages its input.
+    const bool ring = all_reduce && ring_all_reduce(groups_.shard, P);
+    if (ring) staged_ = rank_.staging.get(P);
+    else if (wire) staged_ = rank_.staging.get(all_reduce ? 2 * P : P + S);
+    else if (all_reduce && f32_bytes(P) >= kLargeAllReduceBytes) staged_ = rank_.staging.get(P);
+    // comm/mpi_communicator.cpp: a reduce-scatter (f32, or the staged f32 of 16 bits) and a large
+    // all-reduce run as a ring through a buffer of twice the chunk (the shard), kept between
+    // operations and grown (new before old is freed) for a longer one. Small all-reduces run in
+    // MPI's own buffers.
+    if ((!all_reduce || ring) && 2 * S > rank_.ring) {
       mem_.add(MemCategory::communication, f32_bytes(2 * S));
       mem_.sub(MemCategory::communication, f32_bytes(rank_.ring));
       rank_.ring = 2 * S;

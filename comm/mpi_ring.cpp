@@ -12,11 +12,11 @@ namespace {
 constexpr int kTagBase = 8192;
 constexpr int kTags = 16384;
 
-// A reduce-scatter ring, and with `gather` (out: chunk `rank` of `gather`) the all-gather steps
-// of [Note: ring all-reduce] after it.
-class RingReduceScatter final : public Pending {
+// A reduce-scatter ring ([Note: ring reduce-scatter]), and with `gather` (out: chunk `rank` of
+// `gather`) the all-gather steps of [Note: ring all-reduce] after it.
+class Ring final : public Pending {
  public:
-  RingReduceScatter(std::shared_ptr<RingLane> lane, uint64_t number, MPI_Comm comm, int rank, int size,
+  Ring(std::shared_ptr<RingLane> lane, uint64_t number, MPI_Comm comm, int rank, int size,
                     const float* in, float* out, int c, ReduceOp op, float* gather = nullptr,
                     std::shared_ptr<Tensor> keep = nullptr)
       : lane_(std::move(lane)), number_(number), comm_(comm), rank_(rank), n_(size),
@@ -27,7 +27,7 @@ class RingReduceScatter final : public Pending {
   // locally. A send cannot be taken back (Open MPI does not cancel sends), so it is let go and the
   // lane's buffer with it: leaked rather than handed to another ring while MPI may still read it.
   // A ring that failed while it had its turn passes it on.
-  ~RingReduceScatter() override {
+  ~Ring() override {
     if (reqs_[1] != MPI_REQUEST_NULL) {
       MPI_Cancel(&reqs_[1]);
       MPI_Wait(&reqs_[1], MPI_STATUS_IGNORE);
@@ -39,8 +39,8 @@ class RingReduceScatter final : public Pending {
     }
     if (started_ && !finished_) ++lane_->turn;
   }
-  RingReduceScatter(const RingReduceScatter&) = delete;
-  RingReduceScatter& operator=(const RingReduceScatter&) = delete;
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
 
   bool advance() override {
     if (finished_) return true;
@@ -103,7 +103,8 @@ class RingReduceScatter final : public Pending {
   // the right, chunk rank - gstep_ - 1 from the left, both in place in gather_.
   void post_gather() {
     const int right = (rank_ + 1) % n_, left = (rank_ + n_ - 1) % n_;
-    const size_t send = static_cast<size_t>((rank_ - gstep_ + n_) % n_), recv = static_cast<size_t>((rank_ - gstep_ - 1 + 2 * n_) % n_);
+    const auto send = static_cast<size_t>((rank_ - gstep_ + n_) % n_);
+    const auto recv = static_cast<size_t>((rank_ - gstep_ - 1 + 2 * n_) % n_);
     check(MPI_Isend(gather_ + send * c_, c_, MPI_FLOAT, right, tag_, comm_, &reqs_[0]), "all_reduce ring: MPI_Isend");
     check(MPI_Irecv(gather_ + recv * c_, c_, MPI_FLOAT, left, tag_, comm_, &reqs_[1]), "all_reduce ring: MPI_Irecv");
   }
@@ -131,7 +132,7 @@ class RingReduceScatter final : public Pending {
 std::unique_ptr<Pending> start_ring_reduce_scatter(std::shared_ptr<RingLane> lane, uint64_t number, MPI_Comm comm,
                                                    int rank, int size, const float* in, float* out, int c,
                                                    ReduceOp op) {
-  auto ring = std::make_unique<RingReduceScatter>(std::move(lane), number, comm, rank, size, in, out, c, op);
+  auto ring = std::make_unique<Ring>(std::move(lane), number, comm, rank, size, in, out, c, op);
   if (ring->advance()) return nullptr;  // its turn, and its messages were there already
   return ring;
 }
@@ -139,7 +140,7 @@ std::unique_ptr<Pending> start_ring_reduce_scatter(std::shared_ptr<RingLane> lan
 std::unique_ptr<Pending> start_ring_all_reduce(std::shared_ptr<RingLane> lane, uint64_t number, MPI_Comm comm, int rank,
                                                int size, std::shared_ptr<Tensor> keep, float* buf, int c, ReduceOp op) {
   // Chunk `rank` is written only after the last read of it (start_ring_reduce_scatter's contract).
-  auto ring = std::make_unique<RingReduceScatter>(std::move(lane), number, comm, rank, size, buf,
+  auto ring = std::make_unique<Ring>(std::move(lane), number, comm, rank, size, buf,
                                                   buf + static_cast<size_t>(rank) * c, c, op, buf, std::move(keep));
   if (ring->advance()) return nullptr;
   return ring;

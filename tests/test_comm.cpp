@@ -841,35 +841,41 @@ TEST_SUITE("timeout") {
       MESSAGE("needs 2 or more ranks");
       return;
     }
-    // A duplicate of world: the operation stays in flight on it for good, world stays usable.
-    std::unique_ptr<Communicator> dup = w.split(0, w.rank());
-    dup->set_timeout(500ms);
-    if (w.rank() == 0) {
-      // The buffer must outlive the operation, which never completes.
-      static std::vector<Tensor> keep;
-      keep.push_back(Tensor::zeros({16}));
-      const auto t0 = std::chrono::steady_clock::now();
-      std::string msg;
-      bool comm_error = false;
-      try {
-        dup->all_reduce(keep.back(), ReduceOp::sum);
-      } catch (const CommError& e) {
-        comm_error = true;
-        msg = e.what();
-      } catch (const std::exception& e) {
-        msg = std::string("not a CommError: ") + e.what();
+    // Small, and large enough for the ring all-reduce across hosts ([Note: ring all-reduce]),
+    // whose abandoned steps are cancelled or let go.
+    const int64_t counts[] = {16, static_cast<int64_t>(kLargeAllReduceBytes / sizeof(float)) + 3};
+    for (int64_t count : counts) {
+      CAPTURE(count);
+      // A duplicate of world: the operation stays in flight on it for good, world stays usable.
+      std::unique_ptr<Communicator> dup = w.split(0, w.rank());
+      dup->set_timeout(500ms);
+      if (w.rank() == 0) {
+        // The buffer must outlive the operation, which never completes.
+        static std::vector<Tensor> keep;
+        keep.push_back(Tensor::zeros({count}));
+        const auto t0 = std::chrono::steady_clock::now();
+        std::string msg;
+        bool comm_error = false;
+        try {
+          dup->all_reduce(keep.back(), ReduceOp::sum);
+        } catch (const CommError& e) {
+          comm_error = true;
+          msg = e.what();
+        } catch (const std::exception& e) {
+          msg = std::string("not a CommError: ") + e.what();
+        }
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        CHECK_MESSAGE(comm_error, "expected CommError, got: " << (msg.empty() ? "no exception" : msg));
+        CHECK_MESSAGE(msg.find("did not complete") != std::string::npos, "message: " << msg);
+        CHECK_MESSAGE(msg.find("all_reduce") != std::string::npos, "message should name the operation: " << msg);
+        CHECK_MESSAGE(s >= 0.45, "threw after " << s << " s, timeout 0.5 s");
+        CHECK_MESSAGE(s <= 2.5, "threw after " << s << " s, timeout 0.5 s");
+        MESSAGE("CommError after " << s << " s: " << msg);
       }
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      CHECK_MESSAGE(comm_error, "expected CommError, got: " << (msg.empty() ? "no exception" : msg));
-      CHECK_MESSAGE(msg.find("did not complete") != std::string::npos, "message: " << msg);
-      CHECK_MESSAGE(msg.find("all_reduce") != std::string::npos, "message should name the operation: " << msg);
-      CHECK_MESSAGE(s >= 0.45, "threw after " << s << " s, timeout 0.5 s");
-      CHECK_MESSAGE(s <= 2.5, "threw after " << s << " s, timeout 0.5 s");
-      MESSAGE("CommError after " << s << " s: " << msg);
+      // World is a different communicator and still works.
+      run(all_reduce_case("world", w, DType::f32, 1000, ReduceOp::sum, false, 7000));
+      // dup (with rank 0's operation still in flight) is destroyed here.
     }
-    // World is a different communicator and still works.
-    run(all_reduce_case("world", w, DType::f32, 1000, ReduceOp::sum, false, 7000));
-    // dup (with rank 0's operation still in flight) is destroyed here.
   }
 }
 

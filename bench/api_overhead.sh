@@ -22,18 +22,18 @@ steps=40
 
 mpicc -std=c11 -O2 -I"$root/include" -I"$build/include" "$root/tests/api/sim_train.c" -o "$res/sim_train" \
   -L"$build" -l:libztrain.so.1 -Wl,-rpath,"$build"
-python3 "$root/bench/random_tokens.py" "$res/shard_train_000.bin" 1048576 256  # timing does not depend on the text
+/usr/bin/python3 "$root/bench/random_tokens.py" "$res/shard_train_000.bin" 1048576 256  # timing does not depend on the text
 cat > "$res/c.json" <<JSON
 {"model": {"n_layer": 4, "n_head": 4, "n_embd": 256, "max_seq_len": 128, "vocab_size": 256},
  "data": {"train": "$res/shard_train_000.bin", "seq_len": 128}, "train": {"steps": $steps, "threads": 1},
  "train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 3}, "steps_per_print": 1000}
 JSON
 
-median() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
+median() { /usr/bin/python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 cli=() api=()
 for r in $(seq "$rounds"); do
   "${mpirun[@]}" "$build/ztrain" train --config "$res/c.json" --metrics "$res/cli.jsonl" > /dev/null
-  cli+=("$(median $(python3 -c "
+  cli+=("$(median $(/usr/bin/python3 -c "
 import json, sys
 print(' '.join(str(json.loads(l)['ms']) for l in list(open(sys.argv[1]))[5:]))" "$res/cli.jsonl"))")
   "${mpirun[@]}" "$res/sim_train" "$res/c.json" "$res/shard_train_000.bin" "$steps" 0 > "$res/api.out"
@@ -41,5 +41,5 @@ print(' '.join(str(json.loads(l)['ms']) for l in list(open(sys.argv[1]))[5:]))" 
   echo "round $r: ztrain train ${cli[-1]} ms a step, zt_trainer_step ${api[-1]} ms"
 done
 c=$(median "${cli[@]}") a=$(median "${api[@]}")
-python3 -c "import sys; c,a=map(float,sys.argv[1:]); print(f'median of rounds: ztrain train {c:.2f} ms, zt_trainer_step {a:.2f} ms: API / CLI = {a/c:.3f} ({(a/c-1)*100:+.1f}%)')" "$c" "$a"
+/usr/bin/python3 -c "import sys; c,a=map(float,sys.argv[1:]); print(f'median of rounds: ztrain train {c:.2f} ms, zt_trainer_step {a:.2f} ms: API / CLI = {a/c:.3f} ({(a/c-1)*100:+.1f}%)')" "$c" "$a"
 for n in 50 200; do "$build/tests/api_cycles" "$n" 3 10; done

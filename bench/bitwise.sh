@@ -44,7 +44,7 @@ for np in 1 2 3; do
         [ "$np" -gt 1 ] && runner=("${launch[@]}" -np "$np")
         "${runner[@]}" "$build/ztrain" train --config "$dir/c.json" --metrics "$dir/m.jsonl" "${args[@]}" \
           --set train.save_model="$dir/model.safetensors" > "$dir/log" 2>&1 || { cat "$dir/log"; exit 1; }
-        python3 - "$dir/m.jsonl" > "$out/$name.metrics" <<'PY'
+        /usr/bin/python3 - "$dir/m.jsonl" > "$out/$name.metrics" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)

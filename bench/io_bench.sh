@@ -26,7 +26,7 @@ echo "== $(date), $dir: $(df -T "$dir" | awk 'NR == 2 {print $1 " (" $2 ")"}'), 
 fio_gbps() {  # rw, bs, qd
   fio --name=seq --ioengine=io_uring --direct=1 --rw="$1" --bs="$2" --iodepth="$3" --size="$size" --numjobs=1 \
     --filename="$dir/fio.bin" --output-format=json |
-    python3 -c "import json, sys; j = json.load(sys.stdin)['jobs'][0]; print(j['$1']['bw_bytes'] / 1e9)"
+    /usr/bin/python3 -c "import json, sys; j = json.load(sys.stdin)['jobs'][0]; print(j['$1']['bw_bytes'] / 1e9)"
 }
 
 ztrain_gbps() {  # write|read, bs, qd

@@ -63,10 +63,10 @@ cluster() {
 JSON
   [ -n "$device_of" ] || "$ztrain" simulate --config "$res/c.json" --cluster "$res/$s.nominal.json" --world-size "$np" \
     ${modes[stage0]} --format json > "$res/$s.stage0.nominal.sim"
-  python3 - "$res" "$s" "$d" "$intra" "$inter" "$fit" "$ztrain" "$np" "$device_of" <<'PY'
+  /usr/bin/python3 - "$res" "$s" "$d" "$intra" "$inter" "$fit" "$ztrain" "$np" "$device_of" <<'PY'
 import json, subprocess, sys
 res, s, d, intra, inter, fit, ztrain, np, device_of = sys.argv[1:10]
-run = lambda *a: json.loads(subprocess.run(["python3", fit, *a], check=True, capture_output=True, text=True).stdout)
+run = lambda *a: json.loads(subprocess.run([sys.executable, fit, *a], check=True, capture_output=True, text=True).stdout)
 if device_of:
     device = json.load(open(f"{res}/{device_of}.cluster.json"))["device"]
 else:
@@ -93,7 +93,7 @@ PY
 measure() {  # SETTING MODE: the rounds' metrics and traces into $res/SETTING.MODE.measured
   local runs=() r
   for r in $(seq "$rounds"); do runs+=("$res/$1.$2.r$r.jsonl" "$res/$1.$2.r$r.trace.json"); done
-  python3 "$fit" measured "${runs[@]}" > "$res/$1.$2.measured" || echo "no measurement for $1 $2"
+  /usr/bin/python3 "$fit" measured "${runs[@]}" > "$res/$1.$2.measured" || echo "no measurement for $1 $2"
 }
 
 predict() {  # SETTING NP MODE...
@@ -103,7 +103,7 @@ predict() {  # SETTING NP MODE...
     # shellcheck disable=SC2086
     "$ztrain" simulate --config "$res/c.json" --cluster "$res/$s.cluster.json" --world-size "$np" ${modes[$m]} \
       --trace "$res/$s.$m.sim.trace.json" --format json > "$res/$s.$m.sim"
-    python3 "$fit" compare "$s $m" "$res/$s.$m.measured" "$res/$s.$m.sim" >> "$res/table.md"
+    /usr/bin/python3 "$fit" compare "$s $m" "$res/$s.$m.measured" "$res/$s.$m.sim" >> "$res/table.md"
   done
 }
 

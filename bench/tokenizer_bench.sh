@@ -29,12 +29,12 @@ echo "host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 
 printf '%-8s %-13s %-34s %10s %10s %7s\n' tokenizer corpus reference "HF MB/s" "ztrain MB/s" ratio
 for name in gpt2 smollm2 llama3; do
   for corpus in english multilingual; do
-    zt=$("$build/bench/tokenizer_bench" "$work/ref/$name/tokenizer.json" "$work/$corpus"/* | python3 -c "import json,sys; print(json.load(sys.stdin)['mb_per_s'])")
+    zt=$("$build/bench/tokenizer_bench" "$work/ref/$name/tokenizer.json" "$work/$corpus"/* | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['mb_per_s'])")
     for py in "${pythons[@]}"; do
       version=$("$py" -c "import tokenizers; print(tokenizers.__version__)")
-      hf=$("$py" "$ref" bench "$work/ref/$name/tokenizer.json" "$work/$corpus"/* | python3 -c "import json,sys; print(json.load(sys.stdin)['mb_per_s'])")
+      hf=$("$py" "$ref" bench "$work/ref/$name/tokenizer.json" "$work/$corpus"/* | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['mb_per_s'])")
       printf '%-8s %-13s %-34s %10.2f %10.2f %6.1fx\n' "$name" "$corpus" "tokenizers $version" "$hf" "$zt" \
-        "$(python3 -c "print($zt / $hf)")"
+        "$(/usr/bin/python3 -c "print($zt / $hf)")"
     done
   done
 done

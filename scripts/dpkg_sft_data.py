@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """An instruction set from data every Debian machine has: /var/lib/dpkg/status. Each installed
 package becomes one conversation, "What does the Debian package X provide?" answered with its
 description (the synopsis and the first paragraph of the long description, at most 60 words).

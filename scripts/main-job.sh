@@ -16,7 +16,7 @@ scripts/install-deps.sh
 scripts/build.sh
 gguf=/usr/local/share/ztrain/SmolLM2-135M-Instruct.Q4_1.gguf
 question="What does the Debian package tar provide?"
-python3 scripts/dpkg_sft_data.py runs/sft tar
+/usr/bin/python3 scripts/dpkg_sft_data.py runs/sft tar
 rm -rf runs/sft/checkpoints
 
 echo "--- before fine-tuning: $question ---"

@@ -31,7 +31,7 @@ if [ "${ZT_SANITIZE:-1}" != 0 ]; then
       --print-errorlogs || status=1
   logs+=(build-fuzz/meson-logs/fuzz.json build-fuzz/meson-logs/unit-leaks.json build-fuzz/meson-logs/testlog.json)
 fi
-python3 - "${logs[@]}" <<'PY'
+/usr/bin/python3 - "${logs[@]}" <<'PY'
 import json, os, sys
 counts = {"OK": 0, "FAIL": 0, "SKIP": 0, "TIMEOUT": 0, "ERROR": 0, "UNEXPECTEDPASS": 0, "EXPECTEDFAIL": 0}
 for path in sys.argv[1:]:

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Two runs' metrics files (ztrain --metrics, JSON lines) agree: the same number of lines and, on
 every line, each of the keys within a relative tolerance. Prints the worst difference.
 

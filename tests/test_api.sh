@@ -18,7 +18,7 @@ here=$(dirname "$0")
 # A sanitizer build's library needs the sanitizer runtime in whatever links it: no use to a
 # plain consumer, so that build skips this (the plain build runs it).
 option() {
-  meson introspect "$build" --buildoptions | python3 -c \
+  meson introspect "$build" --buildoptions | /usr/bin/python3 -c \
     "import json,sys; print(next(o['value'] for o in json.load(sys.stdin) if o['name']=='$1'))"
 }
 sanitize=$(option b_sanitize)
@@ -52,7 +52,7 @@ mpicc -std=c11 -Wall -Wextra -Wpedantic -Werror "$here/api/bad_use.c" -o "$dir/b
 
 # An llm.c token shard of a text's bytes, and the configs: the CLI's reads it; the API's has no
 # data.train (the batches come from the host).
-python3 - "$dir" <<'PY'
+/usr/bin/python3 - "$dir" <<'PY'
 import array, json, sys
 d = sys.argv[1]
 data = open("/usr/share/common-licenses/GPL-3", "rb").read()
@@ -75,7 +75,7 @@ run_mpi() {  # NP PROGRAM ARGS...: under mpirun, within 120 s
 }
 # losses NAME: "step N loss X" lines of $dir/NAME.out against the CLI's metrics $dir/REF.jsonl
 same_losses() {
-  python3 - "$dir/$1.out" "$dir/$2.jsonl" "$3" <<'PY' || fail "$1's losses differ from the CLI's ($2): $(cat "$dir/$1.out")"
+  /usr/bin/python3 - "$dir/$1.out" "$dir/$2.jsonl" "$3" <<'PY' || fail "$1's losses differ from the CLI's ($2): $(cat "$dir/$1.out")"
 import json, re, sys
 got = [float(m.group(1)) for m in re.finditer(r"^step \d+ loss +(\S+)", open(sys.argv[1]).read(), re.M)]
 ref = [json.loads(l)["loss"] for l in open(sys.argv[2]) if "loss" in json.loads(l)][:int(sys.argv[3])]
@@ -92,7 +92,7 @@ run_mpi 3 "$dir/sim_train" "$dir/api.json" "$dir/shard_train_000.bin" 6 1 "$dir/
   || fail "sim_train failed: $(cat "$dir/c_api.out")"
 same_losses c_api ref2 6
 train resumed 2 --set train.steps=8 --resume "$dir/ck"
-python3 - "$dir/ref2_8.jsonl" "$dir/resumed.jsonl" <<'PY' || fail "the CLI resumed from the API's checkpoint differs from an unbroken run"
+/usr/bin/python3 - "$dir/ref2_8.jsonl" "$dir/resumed.jsonl" <<'PY' || fail "the CLI resumed from the API's checkpoint differs from an unbroken run"
 import json, sys
 unbroken, resumed = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:])
 print(f"steps 7-8 resumed from the API's checkpoint: {resumed}; unbroken: {unbroken[6:]}")
@@ -104,10 +104,10 @@ run_mpi 2 "$dir/sim_train_f" "$dir/api.json" "$dir/shard_train_000.bin" 6 4 32 2
 same_losses fortran ref1 6
 [ -f "$dir/ckf/step_6/meta.json" ] || fail "the Fortran example saved no checkpoint"
 
-timeout 120 python3 "$here/api/train_numpy.py" "$lib" "$dir/api.json" "$dir/shard_train_000.bin" 6 "$dir/ckp" \
+timeout 120 /usr/bin/python3 "$here/api/train_numpy.py" "$lib" "$dir/api.json" "$dir/shard_train_000.bin" 6 "$dir/ckp" \
   > "$dir/python.out" 2>&1 || fail "train_numpy.py failed: $(cat "$dir/python.out")"
 same_losses python ref1 6
-python3 - "$dir/python.out" <<'PY' || fail "train_numpy.py: $(cat "$dir/python.out")"
+/usr/bin/python3 - "$dir/python.out" <<'PY' || fail "train_numpy.py: $(cat "$dir/python.out")"
 import json, re, sys
 out = open(sys.argv[1]).read()
 value = lambda key: float(re.search(rf"^{key} (\S+)", out, re.M).group(1))

@@ -24,7 +24,7 @@ bench stages --sweep zero_optimization.stage=0,7,3 --format json --peers --pytho
 for stage in 0 3; do
   train "s$stage" 2 --set zero_optimization.stage=$stage --steps 4
 done
-python3 - "$dir" <<'PY' || fail "the bench's rows (above)"
+/usr/bin/python3 - "$dir" <<'PY' || fail "the bench's rows (above)"
 import json, sys
 d = sys.argv[1]
 rows = json.load(open(f"{d}/stages.out"))["rows"]
@@ -48,7 +48,7 @@ assert p3["optimizer"] < 0.75 * p0["optimizer"], (p0, p3)
 PY
 
 bench crossed --sweep zero_optimization.stage=2,3 --sweep train_micro_batch_size_per_gpu=2,4 --format csv
-python3 - "$dir/crossed.out" <<'PY' || fail "crossed sweep: $(cat "$dir/crossed.out")"
+/usr/bin/python3 - "$dir/crossed.out" <<'PY' || fail "crossed sweep: $(cat "$dir/crossed.out")"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 want = [f"zero_optimization.stage={s}, train_micro_batch_size_per_gpu={b}" for s in (2, 3) for b in (2, 4)]

@@ -40,8 +40,8 @@ resumes() {
     --set checkpoint.keep_last=1
   train "${case}_b" "$np" "$@" --set checkpoint.dir="$ck" --resume --set train.save_model="$dir/${case}_b.bin"
   cat "$dir/${case}_a.jsonl" "$dir/${case}_b.jsonl" > "$dir/${case}_ab.jsonl"
-  python3 "$here/compare_metrics.py" "$dir/${case}_full.jsonl" "$dir/${case}_ab.jsonl" --rtol 0 --lines 20 \
-    --keys loss,grad_norm,lr > /dev/null 2>&1 || fail "$case: resumed run differs: $(python3 "$here/compare_metrics.py" \
+  /usr/bin/python3 "$here/compare_metrics.py" "$dir/${case}_full.jsonl" "$dir/${case}_ab.jsonl" --rtol 0 --lines 20 \
+    --keys loss,grad_norm,lr > /dev/null 2>&1 || fail "$case: resumed run differs: $(/usr/bin/python3 "$here/compare_metrics.py" \
     "$dir/${case}_full.jsonl" "$dir/${case}_ab.jsonl" --rtol 0 --lines 20 --keys loss,grad_norm,lr 2>&1)"
   cmp -s "$dir/${case}_full.bin" "$dir/${case}_b.bin" || fail "$case: resumed run's final model differs"
   [ "$(ls "$ck")" = "$(printf 'latest\nstep_10')" ] || fail "$case: keep_last 1 left: $(ls "$ck" | tr '\n' ' ')"
@@ -80,10 +80,10 @@ reshard rs_offload 2 3 3 3 --set zero_optimization.offload_optimizer.device=nvme
   --set zero_optimization.offload_optimizer.nvme_path="$dir" --set zero_optimization.offload_param.device=nvme \
   --set zero_optimization.offload_param.nvme_path="$dir" --set zero_optimization.offload_param.max_in_cpu=0
 for case in rs_2to3 rs_4to1 rs_offload; do
-  python3 "$here/compare_metrics.py" "$dir/rs_ref.jsonl" "$dir/${case}_ab.jsonl" --rtol 1e-5 --lines 20 \
+  /usr/bin/python3 "$here/compare_metrics.py" "$dir/rs_ref.jsonl" "$dir/${case}_ab.jsonl" --rtol 1e-5 --lines 20 \
     --keys loss,grad_norm,lr > "$dir/$case.cmp" 2>&1 || fail "$case: resumed at another world size and stage: $(cat "$dir/$case.cmp")"
 done
-python3 "$here/compare_metrics.py" "$dir/rs_ref.jsonl" "$dir/rs_bf16_ab.jsonl" --rtol 1e-2 --lines 20 --keys loss \
+/usr/bin/python3 "$here/compare_metrics.py" "$dir/rs_ref.jsonl" "$dir/rs_bf16_ab.jsonl" --rtol 1e-2 --lines 20 --keys loss \
   > "$dir/rs_bf16.cmp" 2>&1 || fail "bf16 resumed at 3 ranks, stage 1 drifted: $(cat "$dir/rs_bf16.cmp")"
 train rs_tof32 2 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=6 --set checkpoint.dir="$dir/ck_rs_bf16" \
   --resume --steps 12
@@ -187,7 +187,7 @@ timeout 120 "$ztrain" train --config "$dir/c.json" --steps 6 --metrics "$dir/one
 cp "$dir/one.jsonl" "$dir/one_first.jsonl"
 timeout 120 "$ztrain" train --config "$dir/c.json" --steps 8 --metrics "$dir/one.jsonl" --set train.val_interval=2 \
   --set checkpoint.dir="$ck" --resume "$ck/step_4" > "$dir/one_b.out" 2>&1 || fail "metrics resume: $(tail -2 "$dir/one_b.out")"
-python3 - "$dir/one_first.jsonl" "$dir/one.jsonl" <<'PY' || fail "the metrics file does not hold one history across the resume"
+/usr/bin/python3 - "$dir/one_first.jsonl" "$dir/one.jsonl" <<'PY' || fail "the metrics file does not hold one history across the resume"
 import json, sys
 first = [json.loads(l) for l in open(sys.argv[1])]
 both = [json.loads(l) for l in open(sys.argv[2])]

@@ -84,7 +84,7 @@ echo "$out" | grep -q '^3\* .*MiB' || fail "the table lacks a marked stage-3 row
 "$ztrain" estimate --config "$dir/c.json" --world-size 0 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "estimate --world-size 0: expected exit status 2"
 
-python3 - "$dir" <<'PY' || fail "measured peaks differ from the estimate (see above)"
+/usr/bin/python3 - "$dir" <<'PY' || fail "measured peaks differ from the estimate (see above)"
 import json, os, sys
 d = sys.argv[1]
 keys = ("parameters", "gradients", "optimizer", "activations", "communication", "other", "total")

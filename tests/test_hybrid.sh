@@ -56,20 +56,20 @@ train hpz_bf16 4 $hpz --set bf16.enabled=true --set activation_checkpointing.mod
 grep -q "hybrid sharding: 2 groups of 2 ranks" "$dir/hybrid.out" || fail "hybrid banner: $(cat "$dir/hybrid.out")"
 grep -q "hpZ: secondary shards within 2 groups of 2 ranks" "$dir/hpz.out" || fail "hpZ banner: $(cat "$dir/hpz.out")"
 for m in full hybrid hybrid2 mics hpz replicate hybrid_offload hpz_ac; do
-  python3 "$here/compare_metrics.py" "$dir/ref.jsonl" "$dir/$m.jsonl" --lines 8 > "$dir/$m.cmp" ||
+  /usr/bin/python3 "$here/compare_metrics.py" "$dir/ref.jsonl" "$dir/$m.jsonl" --lines 8 > "$dir/$m.cmp" ||
     fail "$m differs from one rank: $(cat "$dir/$m.cmp")"
   echo "$m: $(cat "$dir/$m.cmp")"
 done
 # Accumulation 2 x 2 ranks x micro 2: the same global batch of 8.
 # (Its validation batches are not one rank's: val_batches counts each rank's micro-batches.)
-python3 "$here/compare_metrics.py" "$dir/ref.jsonl" "$dir/hybrid_accum.jsonl" --lines 8 --keys loss,grad_norm > "$dir/accum.cmp" ||
+/usr/bin/python3 "$here/compare_metrics.py" "$dir/ref.jsonl" "$dir/hybrid_accum.jsonl" --lines 8 --keys loss,grad_norm > "$dir/accum.cmp" ||
   fail "hybrid with accumulation differs: $(cat "$dir/accum.cmp")"
 for m in hybrid_bf16 hpz_bf16; do
-  python3 "$here/compare_metrics.py" "$dir/ref_bf16.jsonl" "$dir/$m.jsonl" --lines 8 --rtol 1e-2 > "$dir/$m.cmp" ||
+  /usr/bin/python3 "$here/compare_metrics.py" "$dir/ref_bf16.jsonl" "$dir/$m.jsonl" --lines 8 --rtol 1e-2 > "$dir/$m.cmp" ||
     fail "$m differs from one rank in bf16: $(cat "$dir/$m.cmp")"
   echo "$m: $(cat "$dir/$m.cmp")"
 done
-python3 - "$dir" <<'PY' || fail "a saved model differs from one rank's"
+/usr/bin/python3 - "$dir" <<'PY' || fail "a saved model differs from one rank's"
 import struct, sys, json
 d = sys.argv[1]
 def tensors(path):
@@ -92,7 +92,7 @@ PY
 # 2. Bytes a step, within and across groups, from the units' sizes.
 train sizes 1 --set train.steps=1 --set checkpoint.dir="$dir/sizes" --set checkpoint.save_interval=1 \
   --set train.val_interval=0
-python3 - "$dir" <<'PY' || fail "bytes sent within or across groups differ from what the groups imply"
+/usr/bin/python3 - "$dir" <<'PY' || fail "bytes sent within or across groups differ from what the groups imply"
 import json, sys
 d = sys.argv[1]
 units = [u["numel"] for u in json.load(open(f"{d}/sizes/step_1/meta.json"))["units"]]
@@ -137,11 +137,11 @@ grep -q '"shard_ranks": 2' "$dir/ck_hybrid/step_3/meta.json" || fail "hybrid met
 train res_plain 4 $plain --set train.resume="$dir/ck_hybrid"
 train res_hybrid 4 $hybrid --set train.resume="$dir/ck_plain"
 train res_hybrid2 4 $hybrid2 --set train.resume="$dir/ck_hpz"
-python3 -c 'import json, sys
+/usr/bin/python3 -c 'import json, sys
 for l in open(sys.argv[1]):
     if json.loads(l)["step"] > 3: print(l, end="")' "$dir/ref.jsonl" > "$dir/ref_tail.jsonl"
 for m in res_plain res_hybrid res_hybrid2; do
-  python3 "$here/compare_metrics.py" "$dir/ref_tail.jsonl" "$dir/$m.jsonl" --lines 4 > "$dir/$m.cmp" ||
+  /usr/bin/python3 "$here/compare_metrics.py" "$dir/ref_tail.jsonl" "$dir/$m.jsonl" --lines 4 > "$dir/$m.cmp" ||
     fail "$m differs from the run that never stopped: $(cat "$dir/$m.cmp")"
   echo "$m: $(cat "$dir/$m.cmp")"
 done

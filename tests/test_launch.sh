@@ -21,7 +21,7 @@ launch -np 2 "$ztrain" train --config "$dir/c.json" --metrics "$dir/np2.jsonl" >
 "$ztrain" train --config "$dir/c.json" --set train_micro_batch_size_per_gpu=8 --metrics "$dir/np1.jsonl" \
   > "$dir/np1.out" 2>&1 || fail "np=1 run failed: $(cat "$dir/np1.out")"
 
-python3 "$here/compare_metrics.py" "$dir/np1.jsonl" "$dir/np2.jsonl" --lines $((8 + 2)) ||
+/usr/bin/python3 "$here/compare_metrics.py" "$dir/np1.jsonl" "$dir/np2.jsonl" --lines $((8 + 2)) ||
   fail "losses of np=2 differ from np=1"
 [ "$(grep -c '^step .*/8 |' "$dir/np2.out")" -eq 8 ] || fail "expected 8 progress lines (rank 0 only): $(cat "$dir/np2.out")"
 grep -q "2 ranks (mpi, 2 on this host)" "$dir/np2.out" || fail "banner does not show 2 MPI ranks: $(cat "$dir/np2.out")"

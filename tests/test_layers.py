@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """No include points up the layers (ARCHITECTURE.md): the top-level folders, and within runtime/
 its rooms; and runtime/ names no concrete model (it reaches models through models/model.hpp and
 the factory, models/registry.hpp). Every quoted include of a project header in a library source is

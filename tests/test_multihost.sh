@@ -86,7 +86,7 @@ launch "$dir/np4.out" "$hosts" "$ztrain" train --config "$dir/c.json" --metrics 
 grep -q "x 4 ranks (mpi, 2 on this host)" "$dir/np4.out" || fail "banner does not show 4 MPI ranks, 2 a host: $(cat "$dir/np4.out")"
 timeout 120 "$ztrain" train --config "$dir/c.json" --set train_micro_batch_size_per_gpu=8 --metrics "$dir/np1.jsonl" \
   >"$dir/np1.out" 2>&1 </dev/null || fail "np=1 run failed: $(cat "$dir/np1.out")"
-python3 "$(dirname "$0")/compare_metrics.py" "$dir/np1.jsonl" "$dir/np4.jsonl" --lines $((6 + 2)) ||
+/usr/bin/python3 "$(dirname "$0")/compare_metrics.py" "$dir/np1.jsonl" "$dir/np4.jsonl" --lines $((6 + 2)) ||
   fail "losses of 4 ranks on 2 hosts differ from 1 rank"
 
 # 5. Hybrid sharding across the hosts ([Note: shard groups]): FULL_SHARD, HYBRID_SHARD (its
@@ -126,11 +126,11 @@ for mode in full hybrid hpz; do
     echo $(( $(veth_bytes) - before )) > "$dir/$mode$steps.veth"
     [ $rc -eq 0 ] || fail "$mode over 2 hosts exited $rc: $(cat "$dir/$mode$steps.out")"
   done
-  python3 "$(dirname "$0")/compare_metrics.py" "$dir/h1.jsonl" "$dir/${mode}6.jsonl" --lines 6 > "$dir/$mode.cmp" ||
+  /usr/bin/python3 "$(dirname "$0")/compare_metrics.py" "$dir/h1.jsonl" "$dir/${mode}6.jsonl" --lines 6 > "$dir/$mode.cmp" ||
     fail "$mode on 2 hosts differs from 1 rank: $(cat "$dir/$mode.cmp")"
 done
 grep -q "hybrid sharding: 2 groups of 2 ranks" "$dir/hybrid6.out" || fail "hybrid's default group is not the host: $(cat "$dir/hybrid6.out")"
-python3 - "$dir" <<'PY' || fail "bytes between the hosts do not fall as the groups imply (see above)"
+/usr/bin/python3 - "$dir" <<'PY' || fail "bytes between the hosts do not fall as the groups imply (see above)"
 import json, sys
 d = sys.argv[1]
 crossing = {"full": 2, "hybrid": 4, "hpz": 2}  # ranks whose inter-group sends cross the hosts, as a ring

@@ -33,8 +33,8 @@ par() { echo "--set zero_optimization.offload_param.$1"; }
 # same NAME REF: NAME's metrics and saved model are REF's, bit for bit.
 same() {
   cmp -s "$dir/$2.bin" "$dir/$1.bin" || fail "$1: saved model differs from $2's"
-  python3 "$here/compare_metrics.py" "$dir/$2.jsonl" "$dir/$1.jsonl" --rtol 0 > /dev/null \
-    || fail "$1: losses differ from $2's: $(python3 "$here/compare_metrics.py" "$dir/$2.jsonl" "$dir/$1.jsonl" --rtol 0 2>&1)"
+  /usr/bin/python3 "$here/compare_metrics.py" "$dir/$2.jsonl" "$dir/$1.jsonl" --rtol 0 > /dev/null \
+    || fail "$1: losses differ from $2's: $(/usr/bin/python3 "$here/compare_metrics.py" "$dir/$2.jsonl" "$dir/$1.jsonl" --rtol 0 2>&1)"
 }
 run() {  # run NAME NP [args]: trains, saving the model to NAME.bin
   name=$1

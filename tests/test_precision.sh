@@ -33,11 +33,11 @@ for np in 2 3 4; do
   done
 done
 for f in "$dir"/bf16_np*.jsonl; do
-  python3 "$here/compare_metrics.py" "$dir/bf16.jsonl" "$f" --lines 22 --rtol $BF16_RTOL > "$dir/cmp.out" ||
+  /usr/bin/python3 "$here/compare_metrics.py" "$dir/bf16.jsonl" "$f" --lines 22 --rtol $BF16_RTOL > "$dir/cmp.out" ||
     fail "$(basename "$f" .jsonl) leaves bf16 on one rank: $(cat "$dir/cmp.out")"
   echo "$(basename "$f" .jsonl): $(cat "$dir/cmp.out")"
 done
-python3 "$here/compare_metrics.py" "$dir/fp32.jsonl" "$dir/bf16.jsonl" --keys loss,val_loss --rtol 0.05 ||
+/usr/bin/python3 "$here/compare_metrics.py" "$dir/fp32.jsonl" "$dir/bf16.jsonl" --keys loss,val_loss --rtol 0.05 ||
   fail "bf16 strays more than 5% from fp32"
 grep -q "bf16 parameters and gradients, fp32 masters" "$dir/bf16.out" || fail "banner does not say bf16: $(head -3 "$dir/bf16.out")"
 
@@ -48,11 +48,11 @@ train fp16_np2_poisoned 2 $fp16 --set zero_optimization.stage=3 --set train_micr
 export ZT_POISON_GRADS=0:5
 train fp16_poisoned 1 $fp16
 unset ZT_POISON_GRADS
-python3 "$here/compare_metrics.py" "$dir/fp16_poisoned.jsonl" "$dir/fp16_np2_poisoned.jsonl" --lines 22 --rtol 5e-3 ||
+/usr/bin/python3 "$here/compare_metrics.py" "$dir/fp16_poisoned.jsonl" "$dir/fp16_np2_poisoned.jsonl" --lines 22 --rtol 5e-3 ||
   fail "2 ranks, one poisoned, do not follow one rank poisoned at the same step"
 train fp16_big 2 --set fp16.enabled=true --set fp16.hysteresis=1 --set fp16.initial_scale_power=24 \
   --set zero_optimization.stage=2 --set train_micro_batch_size_per_gpu=6
-python3 - "$dir" <<'PY' || fail "fp16 loss scaling (see above)"
+/usr/bin/python3 - "$dir" <<'PY' || fail "fp16 loss scaling (see above)"
 import json, os, sys
 d = sys.argv[1]
 def steps(name):
@@ -90,9 +90,9 @@ train nan_skip_r1 2 $skip
 export ZT_POISON_GRADS=0:3
 train nan_skip_r0 2 $skip
 unset ZT_POISON_GRADS
-python3 "$here/compare_metrics.py" "$dir/nan_skip_r0.jsonl" "$dir/nan_skip_r1.jsonl" --rtol 0 --lines 6 ||
+/usr/bin/python3 "$here/compare_metrics.py" "$dir/nan_skip_r0.jsonl" "$dir/nan_skip_r1.jsonl" --rtol 0 --lines 6 ||
   fail "skipping a step poisoned on rank 0 differs from one poisoned on rank 1: the ranks did not skip together"
-python3 - "$dir/nan_skip_r1.jsonl" <<'PY' || fail "the skipped non-finite step (see above)"
+/usr/bin/python3 - "$dir/nan_skip_r1.jsonl" <<'PY' || fail "the skipped non-finite step (see above)"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 assert [r["step"] for r in rows if r.get("skipped")] == [3], rows

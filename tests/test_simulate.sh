@@ -39,8 +39,8 @@ simulate() {  # simulate NAME NP CLUSTER [args...]: the JSON result in $dir/NAME
   "$ztrain" simulate --config "$dir/c.json" --cluster "$cluster" --world-size "$np" --format json "$@" \
     > "$dir/$name.sim" 2> "$dir/$name.err" || fail "simulate $name: $(cat "$dir/$name.err")"
 }
-field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
-step2() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readlines()[1])[sys.argv[2]])" "$1" "$2"; }
+field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+step2() { /usr/bin/python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readlines()[1])[sys.argv[2]])" "$1" "$2"; }
 
 # 1. Bytes against real runs.
 group="--set zero_optimization.shard_group_size=2"
@@ -79,7 +79,7 @@ sed 's/^{/{"progress": "polled", /' "$dir/host4.json" > "$dir/polled.json"
 simulate free_net 4 "$dir/free_net.json" --set zero_optimization.stage=3
 simulate polled 4 "$dir/polled.json" --set zero_optimization.stage=3
 simulate free_compute 4 "$dir/free_compute.json" --set zero_optimization.stage=3
-python3 - "$dir" <<'PY' || fail "free network / free compute: see above"
+/usr/bin/python3 - "$dir" <<'PY' || fail "free network / free compute: see above"
 import json, sys
 d = sys.argv[1]
 net = json.load(open(d + "/free_net.sim"))
@@ -116,9 +116,9 @@ JSON
 simulate full 4096 "$clusters/h100_ib.json" --trace "$dir/full.trace.json"
 simulate hybrid 4096 "$clusters/h100_ib.json" --set zero_optimization.sharding_strategy=HYBRID_SHARD
 full=$(field "$dir/full.sim" step_s) hybrid=$(field "$dir/hybrid.sim" step_s)
-python3 -c "import sys; sys.exit(0 if $hybrid < 0.8 * $full else 1)" ||
+/usr/bin/python3 -c "import sys; sys.exit(0 if $hybrid < 0.8 * $full else 1)" ||
   fail "4096 H100s: HYBRID_SHARD's step $hybrid s is not well under FULL_SHARD's $full s"
-python3 - "$dir/full.trace.json" <<'PY' || fail "the simulated trace: see above"
+/usr/bin/python3 - "$dir/full.trace.json" <<'PY' || fail "the simulated trace: see above"
 import json, sys
 t = json.load(open(sys.argv[1]))
 ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]

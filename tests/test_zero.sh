@@ -52,7 +52,7 @@ train wte4_np2_s2_accum2 2 --set model.wte_units=4 --set zero_optimization.stage
 train wte4_np3_s3 3 --set model.wte_units=4 --set zero_optimization.stage=3 --set train_micro_batch_size_per_gpu=4 \
   --set train.save_model="$dir/wte4.bin"
 
-python3 - "$dir" "$here" <<'PY' || fail "a ZeRO run differs from stage 0 on one rank (see above)"
+/usr/bin/python3 - "$dir" "$here" <<'PY' || fail "a ZeRO run differs from stage 0 on one rank (see above)"
 import array, glob, os, sys
 d = sys.argv[1]
 sys.path.insert(0, sys.argv[2])

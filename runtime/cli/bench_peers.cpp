@@ -178,7 +178,9 @@ void plot_bench(const std::string& json, const std::string& png, const std::stri
   ScratchDir scratch;
   const std::string in = scratch.path + "/bench.json", out = scratch.path + "/plot.out";
   std::ofstream(in) << json;
-  const std::string py = access(bench_python(python).c_str(), X_OK) == 0 ? bench_python(python) : "python3";
+  // Without the peers' environment, Debian's Python, for which scripts/install-deps.sh installs
+  // matplotlib (never whichever python3 comes first on PATH).
+  const std::string py = access(bench_python(python).c_str(), X_OK) == 0 ? bench_python(python) : "/usr/bin/python3";
   const int status = run_child({py, scripts_dir() + "/bench_plot.py", in, png}, {}, out, out);
   if (status != 0)
     throw std::runtime_error("--plot " + png + ": bench/bench_plot.py (" + py + ") exited " + std::to_string(status) +

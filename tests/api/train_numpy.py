@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The embedding API from Python through ctypes (no compiled extension): one process trains from
 NumPy arrays. The batches are read from an llm.c token shard in the order `ztrain train` reads it
 on one rank, so the losses can be set beside the CLI's; then evaluation, the metrics, a save and a

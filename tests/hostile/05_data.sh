@@ -5,7 +5,7 @@ mkdir -p "$dir/data/empty_folder"
 : > "$dir/data/empty.txt"
 head -c 50 /usr/share/common-licenses/GPL-3 > "$dir/data/small.txt"
 head -c 2000 /dev/urandom > "$dir/data/junk_train_000.bin"
-python3 - "$dir/data" <<'PY'
+/usr/bin/python3 - "$dir/data" <<'PY'
 import struct, sys
 d = sys.argv[1]
 def shard(name, version, count, tokens):
@@ -47,7 +47,7 @@ probe data_one_rank_bad 1 40 "\[rank 1\] error: data: no file matches 'shards/\*
 # trains with the memory of a small one: batches are read where they lie, never loaded whole.
 truncate -s 3G "$dir/data/huge.txt"
 peak_rss_kb() {  # peak resident memory of the command, in KiB, as the last line
-  python3 -c 'import resource, subprocess, sys
+  /usr/bin/python3 -c 'import resource, subprocess, sys
 rc = subprocess.run(sys.argv[1:]).returncode
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 sys.exit(rc)' "$@"

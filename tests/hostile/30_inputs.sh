@@ -65,7 +65,7 @@ probe in_sample_streams 0 20 "streamed [0-9]+ bytes" -- bash -c '"$0" sample --c
   "$ztrain" "$in_dir/m.bin" "$in_dir/stream.txt"
 
 # ---- data the model cannot take --------------------------------------------------------------
-python3 - "$in_dir/bad_train_000.bin" <<'PY'
+/usr/bin/python3 - "$in_dir/bad_train_000.bin" <<'PY'
 import struct, sys
 tokens = [i % 200 for i in range(5000)]
 tokens[3001] = 300

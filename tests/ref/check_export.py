@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """An exported safetensors file against an llm.c checkpoint of the same weights: every Hugging Face
 GPT-2 tensor is there, with its name, shape and values (Conv1D weights transposed, wte without the
 padded rows), loaded with the safetensors package.

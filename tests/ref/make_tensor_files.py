@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Writes the tensor files tests/test_tensor_files.cpp reads, and the values they must read as.
 
 Usage: make_tensor_files.py FORMAT OUTDIR, FORMAT one of the generators registered below with

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Hugging Face `tokenizers` as the reference for ztrain's tokenizer.
 
     tokenizer_ref.py make OUT GPT2_TIKTOKEN SMOLLM2_GGUF

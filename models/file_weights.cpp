@@ -1,6 +1,7 @@
 #include "models/file_weights.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <stdexcept>
 
@@ -12,7 +13,21 @@ std::string shape_text(const Shape& s) {
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
   return t + ")";
 }
+
+// Elements [first, first + n) of tensor `name`, as read into v: all finite.
+void check_finite(const TensorFile& f, const std::string& name, int64_t first, const float* v, int64_t n) {
+  const float* bad = std::find_if(v, v + n, [](float x) { return !std::isfinite(x); });
+  if (bad == v + n) return;
+  const TensorFileEntry* e = f.find(name);
+  throw std::runtime_error(non_finite_weight_text(e ? e->file : "", name, first + (bad - v), *bad));
+}
 }  // namespace
+
+std::string non_finite_weight_text(const std::string& file, const std::string& tensor, int64_t element, float value) {
+  return "'" + file + "': tensor '" + tensor + "' holds " + (std::isnan(value) ? "NaN" : value > 0 ? "inf" : "-inf") +
+         " at element " + std::to_string(element) +
+         ": the starting weights are not finite (a corrupt or diverged model); no step could train on them";
+}
 
 void check_file_tensors(const TensorFile& f, const Model& model, const FileTensorMap& map, const std::string& what,
                         const std::function<bool(const std::string&)>& ignored) {
@@ -61,9 +76,12 @@ void read_unit_range(const TensorFile& f, const Model& model, int u, int64_t beg
         const int64_t file_end = (p.hf_rows - p.row0) * cols;
         len = std::min(stop, file_end) - at;
         f.read_f32(name, p.row0 * cols + at, len, dst);
+        check_finite(f, name, p.row0 * cols + at, dst, len);
       } else {
         const int64_t file_row = p.shape.size() > 1 ? map.row(p, model_row) : 0;
-        f.read_f32(name, file_row * cols + (p.shape.size() > 1 ? c : at), len, dst);
+        const int64_t first = file_row * cols + (p.shape.size() > 1 ? c : at);
+        f.read_f32(name, first, len, dst);
+        check_finite(f, name, first, dst, len);
       }
       dst += len;
       at += len;

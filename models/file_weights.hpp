@@ -29,8 +29,14 @@ void check_file_tensors(const TensorFile& f, const Model& model, const FileTenso
                         const std::function<bool(const std::string&)>& ignored);
 
 // Elements [begin, end) of unit u's flat buffer, in f32, into out[0, end - begin): the padded
-// vocabulary's rows beyond the file's as zeros.
+// vocabulary's rows beyond the file's as zeros. [Note: finite starting weights] An inf or NaN read
+// is a std::runtime_error naming the file, the tensor and the element: checked as it is read (a
+// pass over bytes already in cache), rather than found as a NaN loss at step 1 that blames the
+// learning rate for weights no update has touched.
 void read_unit_range(const TensorFile& f, const Model& model, int u, int64_t begin, int64_t end, float* out,
                      const FileTensorMap& map);
+
+// The message for a non-finite starting weight, [Note: finite starting weights].
+std::string non_finite_weight_text(const std::string& file, const std::string& tensor, int64_t element, float value);
 
 }  // namespace zt

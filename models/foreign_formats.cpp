@@ -1,8 +1,12 @@
 #include "models/foreign_formats.hpp"
 
+#include <filesystem>
+#include <stdexcept>
+
 #include "models/file_weights.hpp"
 #include "models/gguf_format.hpp"
 #include "models/hf_format.hpp"
+#include "models/safetensors_file.hpp"
 
 namespace zt {
 
@@ -25,6 +29,20 @@ class FileWeights final : public ForeignWeights {
 }  // namespace
 
 std::optional<ForeignCheckpoint> read_foreign_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw std::runtime_error("checkpoint '" + path + "': cannot open: it does not exist");
+  // A file of a Hugging Face folder given for the folder would otherwise be read as llm.c's
+  // format ("bad magic number"): recognised by its content, and the folder named.
+  const std::filesystem::path p(path);
+  const std::string name = p.filename().string();
+  if (std::filesystem::is_regular_file(p, ec) &&
+      (is_safetensors_file(path) || name == "config.json" || name.ends_with(".safetensors.index.json"))) {
+    const std::string folder = p.parent_path().empty() ? "." : p.parent_path().string();
+    throw std::runtime_error("'" + path + "' is " + (is_safetensors_file(path) ? "a safetensors file" : "a file of a Hugging Face model folder") +
+                             ": give the Hugging Face folder that holds it with its config.json ('" + folder + "'" +
+                             (is_hf_folder(folder) ? "" : ", which has no config.json: `ztrain export --format hf` writes a whole folder") +
+                             ")");
+  }
   if (is_hf_folder(path)) {
     const HfModel m = read_hf_config(path);
     return ForeignCheckpoint{"hf", m.arch, m.dims};

@@ -396,7 +396,11 @@ void GgufFile::parse() {
   }
 
   // The data section starts at the aligned end of the header; each tensor's offset is relative to it.
+  // As llama.cpp requires (ggml's gguf reader), the tensors' data lie one after another in the
+  // order they are listed, each padded to the alignment: an offset anywhere else would read
+  // another tensor's bytes (two tensors overlapping) or leave bytes no tensor owns.
   data_offset_ = (r.pos() + alignment_ - 1) / alignment_ * alignment_;
+  uint64_t expected = 0;  // where the next tensor's data must start
   for (size_t i = 0; i < data_.size(); ++i) {
     TensorData& d = data_[i];
     const std::string& name = entries_[i].name;
@@ -408,6 +412,12 @@ void GgufFile::parse() {
       fail("truncated: tensor '" + name + "' (" + entries_[i].dtype + ", " + std::to_string(d.nbytes) +
            " bytes at data offset " + std::to_string(d.offset) + ") runs past the end of the file (" +
            std::to_string(file_size_) + " bytes, data from " + std::to_string(data_offset_) + ")");
+    if (d.offset != expected)
+      fail("tensor '" + name + "' has data offset " + std::to_string(d.offset) + ", expected " + std::to_string(expected) +
+           (i == 0 ? std::string(" (the first tensor's)") : " (the end of '" + entries_[i - 1].name + "', padded to the alignment)") +
+           ": GGUF tensors lie one after another in the order listed, as llama.cpp requires; this one " +
+           (d.offset < expected ? "overlaps an earlier tensor's data" : "lies further on: out of order, over a later tensor's data or after a gap"));
+    expected = d.offset + (d.nbytes + alignment_ - 1) / alignment_ * alignment_;  // within the file: checked above
     d.offset += data_offset_;
   }
 }

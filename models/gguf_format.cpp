@@ -75,15 +75,27 @@ GgufModel read_gguf_model(const GgufFile& f) {
   d.max_seq_len = required("context_length");
   d.head_dim = integer("attention.key_length").value_or(d.n_embd % d.n_head == 0 ? d.n_embd / d.n_head : 0);
   if (d.head_dim == 0) throw fail("no " + a + ".attention.key_length, and embedding_length does not divide by head_count");
+  // The vocabulary: the key, else the tokenizer's tokens, else the embedding's rows; where the
+  // embedding is there, whichever gave it must agree with its rows (llama.cpp sizes the model
+  // from the tensor), so an absurd key is named here rather than as memory it would take.
   std::optional<int> vocab = integer("vocab_size");
+  std::string vocab_from = a + ".vocab_size";
   if (!vocab)
     if (const std::optional<std::vector<std::string>> tokens = f.meta_strings("tokenizer.ggml.tokens"))
-      vocab = static_cast<int>(tokens->size());
+      if (!tokens->empty() && tokens->size() <= size_t{INT32_MAX})
+        vocab = static_cast<int>(tokens->size()), vocab_from = "tokenizer.ggml.tokens' count";
   const TensorFileEntry* embd = f.find("token_embd.weight");
-  if (!vocab && embd) vocab = static_cast<int>(embd->shape.at(0));
+  if (embd && embd->shape.size() == 2) {
+    const int64_t rows = embd->shape[0];
+    if (rows < 1 || rows > INT32_MAX) throw fail("token_embd.weight has " + std::to_string(rows) + " rows");
+    if (!vocab) vocab = static_cast<int>(rows), vocab_from = "token_embd.weight's rows";
+    if (*vocab != rows)
+      throw fail(vocab_from + " " + std::to_string(*vocab) + " disagrees with token_embd.weight's " + std::to_string(rows) +
+                 " rows");
+  }
   if (!vocab) throw fail("no " + a + ".vocab_size");
   d.vocab_size = *vocab;
-  d.padded_vocab_size = static_cast<int>((int64_t{d.vocab_size} + 127) / 128 * 128);
+  d.padded_vocab_size = padded_vocab(d.vocab_size);
   d.rms_norm_eps = f.meta_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
   d.rope_theta = f.meta_float(a + ".rope.freq_base").value_or(10000.0);
   if (f.find("rope_freqs.weight"))

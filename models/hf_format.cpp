@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "models/foreign_formats.hpp"
+#include "models/json_text.hpp"
 #include "models/safetensors_file.hpp"
 
 namespace zt {
@@ -37,31 +38,31 @@ struct ConfigReader {
       fail(key, "missing");
     }
     if (!v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > INT32_MAX)
-      fail(key, "expected a positive integer, got " + v->dump());
+      fail(key, "expected a positive integer, got " + show_json(*v));
     return v->get<int>();
   }
   double number(const json& in, const char* key, double fallback) const {
     const json* v = find(in, key);
     if (!v) return fallback;
-    if (!v->is_number()) fail(key, "expected a number, got " + v->dump());
+    if (!v->is_number()) fail(key, "expected a number, got " + show_json(*v));
     return v->get<double>();
   }
   bool flag(const char* key, bool fallback) const {
     const json* v = find(j, key);
     if (!v) return fallback;
-    if (!v->is_boolean()) fail(key, "expected true or false, got " + v->dump());
+    if (!v->is_boolean()) fail(key, "expected true or false, got " + show_json(*v));
     return v->get<bool>();
   }
 };
 
 json read_json(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("'" + path + "': cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::runtime_error("'" + path + "': not valid JSON: " + e.what());
-  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  JsonParsed<json> p = parse_json(text.str());  // [Note: JSON from files] in models/json_text.hpp
+  if (!p.ok()) throw std::runtime_error("'" + path + "': not valid JSON: " + p.error);
+  return std::move(p.value);
 }
 
 }  // namespace
@@ -79,11 +80,11 @@ HfModel read_hf_config(const std::string& folder) {
   const json* archs = r.find(j, "architectures");
   std::string arch = archs && archs->is_array() && archs->size() == 1 && (*archs)[0].is_string() ? (*archs)[0].get<std::string>() : "";
   if (std::find(std::begin(kArchitectures), std::end(kArchitectures), arch) == std::end(kArchitectures))
-    r.fail("architectures", (archs ? archs->dump() : std::string("missing")) +
+    r.fail("architectures", (archs ? show_json(*archs) : std::string("missing")) +
                                 " is not a model ztrain trains from Hugging Face files (LlamaForCausalLM, "
                                 "Qwen2ForCausalLM, MistralForCausalLM)");
   if (const json* act = r.find(j, "hidden_act"); act && *act != "silu")
-    r.fail("hidden_act", act->dump() + ": the Llama family's MLP is SwiGLU (\"silu\")");
+    r.fail("hidden_act", show_json(*act) + ": the Llama family's MLP is SwiGLU (\"silu\")");
   if (r.flag("mlp_bias", false)) r.fail("mlp_bias", "true: MLP biases are not modelled");
   const bool qwen2 = arch == "Qwen2ForCausalLM";
   // Qwen2's q/k/v projections always carry biases; a Llama's attention_bias would add o_proj's too.
@@ -98,12 +99,12 @@ HfModel read_hf_config(const std::string& folder) {
   d.head_dim = r.integer("head_dim", d.n_embd % d.n_head == 0 ? std::optional<int>(d.n_embd / d.n_head) : std::nullopt);
   d.intermediate_size = r.integer("intermediate_size");
   d.vocab_size = r.integer("vocab_size");
-  d.padded_vocab_size = static_cast<int>(std::min<int64_t>((int64_t{d.vocab_size} + 127) / 128 * 128, INT32_MAX));
+  d.padded_vocab_size = padded_vocab(d.vocab_size);
   d.max_seq_len = r.integer("max_position_embeddings");
   // Within a sliding window attention is full attention: the longest sequence it trains is the
   // window (Mistral v0.1's 4096); Qwen2 says whether it uses one.
   if (const json* w = r.find(j, "sliding_window"); w && (!qwen2 || r.flag("use_sliding_window", false))) {
-    if (!w->is_number_integer() || w->get<int64_t>() < 1) r.fail("sliding_window", "expected a positive integer, got " + w->dump());
+    if (!w->is_number_integer() || w->get<int64_t>() < 1) r.fail("sliding_window", "expected a positive integer, got " + show_json(*w));
     d.max_seq_len = static_cast<int>(std::min<int64_t>(d.max_seq_len, w->get<int64_t>()));
   }
   d.tie_word_embeddings = r.flag("tie_word_embeddings", false);
@@ -116,7 +117,7 @@ HfModel read_hf_config(const std::string& folder) {
   if (!scaling) scaling = params;
   if (scaling) {
     const char* key = scaling == params ? "rope_parameters" : "rope_scaling";
-    if (!scaling->is_object()) r.fail(key, "expected an object, got " + scaling->dump());
+    if (!scaling->is_object()) r.fail(key, "expected an object, got " + show_json(*scaling));
     const json* type = r.find(*scaling, "rope_type");
     if (!type) type = r.find(*scaling, "type");
     const std::string t = type && type->is_string() ? type->get<std::string>() : "default";

@@ -2,7 +2,9 @@
 // differs from the order in memory.
 #include "models/llmc_format.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "models/file_weights.hpp"  // the message for a non-finite weight
 #include "models/gpt2.hpp"  // the parameter count of a header's dimensions
 
 namespace zt {
@@ -90,6 +93,14 @@ void load_llmc_checkpoint(const std::string& path, Model& model) {
     const Tensor host = direct ? t : Tensor::empty(t.shape(), DType::f32, MemCategory::other);
     if (std::fread(host.data<float>(), sizeof(float), static_cast<size_t>(t.numel()), f.get()) != static_cast<size_t>(t.numel()))
       throw file_error(path, "read failed in the parameters");
+    // [Note: finite starting weights] in models/file_weights.hpp
+    const float* v = host.data<float>();
+    const float* bad = std::find_if(v, v + t.numel(), [](float x) { return !std::isfinite(x); });
+    if (bad != v + t.numel()) {
+      const ParamSpec& p = model.layout()[size_t(u)].params[size_t(i)];
+      throw std::runtime_error(non_finite_weight_text(path, p.layer < 0 ? p.name : p.name + " of layer " + std::to_string(p.layer),
+                                                      bad - v, *bad));
+    }
     if (!direct) store_f32(t, host);
   });
 }

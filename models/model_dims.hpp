@@ -4,6 +4,8 @@
 // checkpoint name, so code that reads, writes, compares or agrees on them treats them alike.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace zt {
@@ -45,6 +47,12 @@ inline ModelDims derive_dims(ModelDims d) {
   if (d.head_dim == 0 && d.n_head > 0) d.head_dim = d.n_embd / d.n_head;
   if (d.intermediate_size == 0) d.intermediate_size = 4 * d.n_embd;
   return d;
+}
+
+// llm.c's padding of a vocabulary to a multiple of 128 for its kernels (GPT-2's 50257 to 50304),
+// computed in 64 bits and held within an int (an absurd vocabulary fails elsewhere, named).
+inline int padded_vocab(int vocab_size) {
+  return static_cast<int>(std::min<int64_t>((int64_t{vocab_size} + 127) / 128 * 128, INT32_MAX));
 }
 
 // GPT-2's six, in llm.c's header order; the rest at their defaults (derived).

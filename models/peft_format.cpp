@@ -5,8 +5,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
+#include "models/json_text.hpp"
 #include "models/safetensors_file.hpp"
 
 namespace zt {
@@ -51,23 +53,32 @@ PeftAdapters::PeftAdapters(const std::string& path, const Model& model) : model_
   const bool folder = fs::is_directory(path, ec);
   const std::string weights = folder ? (fs::path(path) / "adapter_model.safetensors").string() : path;
   const std::string config = (folder ? fs::path(path) : fs::path(path).parent_path()) / "adapter_config.json";
-  std::ifstream in(config);
+  std::ifstream in(config, std::ios::binary);
   if (!in) throw std::runtime_error("lora.init_from: '" + config + "' cannot be read (a PEFT adapter folder holds it)");
-  json c;
-  try {
-    c = json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::runtime_error("lora.init_from: '" + config + "' is not valid JSON: " + e.what());
-  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  JsonParsed<json> parsed = parse_json(text.str());  // [Note: JSON from files] in models/json_text.hpp
+  if (!parsed.ok()) throw std::runtime_error("lora.init_from: '" + config + "' is not valid JSON: " + parsed.error);
+  if (!parsed.value.is_object()) throw std::runtime_error("lora.init_from: '" + config + "' is not a JSON object");
+  const json c = std::move(parsed.value);
+  // Each key as the type PEFT writes it, else named: value() would throw nlohmann's type error.
+  auto typed = [&](const char* key, bool ok, const char* type) {
+    if (c.contains(key) && !ok)
+      throw std::runtime_error("lora.init_from: '" + config + "': " + key + " is " + show_json(c[key]) + ", not " + type);
+  };
+  typed("peft_type", c.value("peft_type", json("LORA")).is_string(), "a string");
+  typed("r", c.value("r", json(0)).is_number_integer(), "an integer");
+  typed("lora_alpha", c.value("lora_alpha", json(0)).is_number(), "a number");
+  typed("use_rslora", c.value("use_rslora", json(false)).is_boolean(), "true or false");
   const LoraConfig& l = model.lora();
   auto differs = [&](const char* key, const std::string& theirs, const std::string& ours) {
     throw std::runtime_error("lora.init_from: '" + config + "' has " + key + " " + theirs + ", this run's lora section " +
                              ours + ": the adapters would not mean the same");
   };
-  if (c.value("peft_type", std::string("LORA")) != "LORA") differs("peft_type", c.at("peft_type").dump(), "is LoRA");
-  if (c.value("r", 0) != l.r) differs("r", c.value("r", json()).dump(), "r " + std::to_string(l.r));
+  if (c.value("peft_type", std::string("LORA")) != "LORA") differs("peft_type", show_json(c.at("peft_type")), "is LoRA");
+  if (c.value("r", 0) != l.r) differs("r", show_json(c.value("r", json())), "r " + std::to_string(l.r));
   if (std::abs(c.value("lora_alpha", 0.0) - l.alpha) > 1e-12)
-    differs("lora_alpha", c.value("lora_alpha", json()).dump(), "alpha " + json(l.alpha).dump());
+    differs("lora_alpha", show_json(c.value("lora_alpha", json())), "alpha " + json(l.alpha).dump());
   if (c.value("use_rslora", false) != l.use_rslora)
     differs("use_rslora", json(c.value("use_rslora", false)).dump(), "use_rslora " + json(l.use_rslora).dump());
   file_ = open_safetensors(weights);

@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/json_text.hpp"
 #include "tensor/dtype.hpp"  // f16_to_f32 and bf16_to_f32: exact, subnormals, inf and NaN included
 
 namespace zt {
@@ -116,6 +117,7 @@ struct Located {
   TensorFileEntry entry;
   const Shard* shard = nullptr;
   int64_t offset = 0;  // of its first byte, in the file
+  int64_t bytes = 0;
   int64_t numel = 0;
   Source source = Source::other;
 };
@@ -158,12 +160,9 @@ std::pair<std::unique_ptr<Shard>, std::vector<Located>> open_shard(const std::st
   pread_all(*shard, "header", text.data(), static_cast<int64_t>(header_len), 8);
   shard->data_start = 8 + static_cast<int64_t>(header_len);
 
-  Json header;
-  try {
-    header = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw file_error(path, std::string("header is not valid JSON: ") + e.what());
-  }
+  JsonParsed<Json> parsed = parse_json<Json>(text);  // [Note: JSON from files] in models/json_text.hpp
+  if (!parsed.ok()) throw file_error(path, "header is not valid JSON: " + parsed.error);
+  const Json header = std::move(parsed.value);
   if (!header.is_object()) throw file_error(path, "header is not a JSON object");
 
   const int64_t data_size = shard->size - shard->data_start;
@@ -182,7 +181,7 @@ std::pair<std::unique_ptr<Shard>, std::vector<Located>> open_shard(const std::st
     if (!shape->is_array()) throw tensor_error(path, name, "\"shape\" is not an array");
     for (const auto& d : *shape) {
       const auto n = count_of(d);
-      if (!n) throw tensor_error(path, name, "shape " + shape->dump() + " has a dimension that is not a non-negative integer");
+      if (!n) throw tensor_error(path, name, "shape " + show_json(*shape) + " has a dimension that is not a non-negative integer");
       t.entry.shape.push_back(*n);
     }
     // Bounded by the bits that fit in int64, so numel * bits below cannot overflow.
@@ -195,7 +194,7 @@ std::pair<std::unique_ptr<Shard>, std::vector<Located>> open_shard(const std::st
       t.numel *= n;
     }
     if (!offsets->is_array() || offsets->size() != 2 || !count_of((*offsets)[0]) || !count_of((*offsets)[1]))
-      throw tensor_error(path, name, "\"data_offsets\" " + offsets->dump() + " is not two non-negative integers");
+      throw tensor_error(path, name, "\"data_offsets\" " + show_json(*offsets) + " is not two non-negative integers");
     const int64_t begin = *count_of((*offsets)[0]), end = *count_of((*offsets)[1]);
     const int64_t want_bits = t.numel * *bits;
     if (want_bits % 8 != 0 || begin > end || end - begin != want_bits / 8)
@@ -208,11 +207,24 @@ std::pair<std::unique_ptr<Shard>, std::vector<Located>> open_shard(const std::st
                                  std::to_string(shard->data_start + end) + " but the file has " +
                                  std::to_string(shard->size));
     t.offset = shard->data_start + begin;
+    t.bytes = end - begin;
     t.source = source_of(t.entry.dtype);
     tensors.push_back(std::move(t));
   }
-  // The file's order is its data's order; the header's order breaks ties (empty tensors).
+  // The file's order is its data's order; the header's order breaks ties (empty tensors). As the
+  // safetensors library requires, the tensors' bytes follow one another from the data's start:
+  // two tensors overlapping would read each other's bytes.
   std::stable_sort(tensors.begin(), tensors.end(), [](const Located& a, const Located& b) { return a.offset < b.offset; });
+  int64_t expected = shard->data_start;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Located& t = tensors[i];
+    if (t.offset != expected)
+      throw tensor_error(path, t.entry.name, "its data starts at byte " + std::to_string(t.offset - shard->data_start) +
+                                                 " of the data, " +
+                                                 (t.offset < expected ? "inside '" + tensors[i - 1].entry.name + "'s bytes (overlapping tensors)"
+                                                                      : "after a gap (the tensors' bytes follow one another)"));
+    expected = t.offset + t.bytes;
+  }
   for (auto& t : tensors) t.shard = shard.get();
   return {std::move(shard), std::move(tensors)};
 }
@@ -226,11 +238,9 @@ Json read_index(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   if (!in) throw file_error(path, "cannot read index");
-  try {
-    return Json::parse(text.str());
-  } catch (const Json::parse_error& e) {
-    throw file_error(path, std::string("index is not valid JSON: ") + e.what());
-  }
+  JsonParsed<Json> parsed = parse_json<Json>(text.str());
+  if (!parsed.ok()) throw file_error(path, "index is not valid JSON: " + parsed.error);
+  return std::move(parsed.value);
 }
 
 class SafetensorsFile final : public TensorFile {
@@ -297,7 +307,7 @@ std::unique_ptr<TensorFile> open_index(const std::string& path) {
   std::map<std::string, std::vector<std::string>> by_shard;
   for (const auto& [name, file] : map->items()) {
     if (!file.is_string() || file.get<std::string>().empty() || std::filesystem::path(file.get<std::string>()).is_absolute())
-      throw file_error(path, "tensor '" + name + "' maps to " + file.dump() + ", not a shard file name in its folder");
+      throw file_error(path, "tensor '" + name + "' maps to " + show_json(file) + ", not a shard file name in its folder");
     by_shard[file.get<std::string>()].push_back(name);
   }
   const auto folder = std::filesystem::path(path).parent_path();
@@ -330,6 +340,15 @@ std::unique_ptr<TensorFile> open_safetensors(const std::string& path) {
   auto [shard, tensors] = open_shard(path);
   file->add(std::move(shard), std::move(tensors));
   return file;
+}
+
+bool is_safetensors_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char head[9] = {};
+  if (!in.read(reinterpret_cast<char*>(head), sizeof head)) return false;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | head[i];
+  return n >= 2 && n < (uint64_t{1} << 40) && head[8] == '{';
 }
 
 }  // namespace zt

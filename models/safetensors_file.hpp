@@ -16,4 +16,8 @@ namespace zt {
 // Errors (std::runtime_error) name the file and, where there is one, the tensor.
 std::unique_ptr<TensorFile> open_safetensors(const std::string& path);
 
+// Whether `path` is a file that begins as a safetensors file does (a little-endian u64 header
+// length, then the header's '{'), whatever its name.
+bool is_safetensors_file(const std::string& path);
+
 }  // namespace zt

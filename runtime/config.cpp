@@ -1,5 +1,6 @@
 #include "runtime/config.hpp"
 
+#include "models/json_text.hpp"
 #include "models/model_dims.hpp"
 #include "models/registry.hpp"
 
@@ -46,39 +47,9 @@ constexpr int kMaxThreads = 1024;
   throw ConfigError("config: " + path + ": " + what);
 }
 
-// Appends v as compact JSON to out, stopping soon after out holds more than `limit` characters:
-// a value of millions of elements costs no more than what is shown, and since every level of
-// nesting adds a character the recursion ends within `limit` levels, however deep the value.
-void dump_prefix(const json& v, std::string& out, size_t limit) {
-  // Strings (and keys) are cut before they are escaped; a cut inside a UTF-8 sequence is replaced.
-  auto quoted = [&](const std::string& s) {
-    out += json(s.substr(0, limit)).dump(-1, ' ', false, json::error_handler_t::replace);
-  };
-  if (v.is_object() || v.is_array()) {
-    out += v.is_object() ? '{' : '[';
-    for (auto it = v.begin(); it != v.end() && out.size() <= limit; ++it) {
-      if (it != v.begin()) out += ',';
-      if (v.is_object()) {
-        quoted(it.key());
-        out += ':';
-      }
-      dump_prefix(*it, out, limit);
-    }
-    out += v.is_object() ? '}' : ']';
-  } else if (v.is_string()) {
-    quoted(v.get_ref<const std::string&>());
-  } else {
-    out += v.dump();
-  }
-}
-
-// Values are echoed as JSON, so a string shows its quotes; huge ones are cut to keep one line.
-std::string show(const json& v) {
-  constexpr size_t kShown = 60;
-  std::string s;
-  dump_prefix(v, s, kShown);
-  return s.size() > kShown ? s.substr(0, kShown - 3) + "..." : s;
-}
+// Values are echoed as JSON, so a string shows its quotes; huge ones are cut to keep one line
+// ([Note: JSON from files] in models/json_text.hpp).
+std::string show(const json& v) { return show_json(v); }
 
 // No key of ztrain's or DeepSpeed's nests deeper than 4 (optimizer.params.betas[0]); values are
 // refused well before a depth that would cost real time or stack anywhere they are walked. For
@@ -699,7 +670,7 @@ void check_values(Config& c, const Seen& seen, BatchSource batches) {
   // without its padding is padded the same way (a byte-level 256 stays 256, not 50304: 200x the
   // head's work).
   if (!given("padded_vocab_size") && m.dims.vocab_size > 0)
-    m.dims.padded_vocab_size = static_cast<int>(std::min<int64_t>((int64_t{m.dims.vocab_size} + 127) / 128 * 128, INT_MAX));
+    m.dims.padded_vocab_size = padded_vocab(m.dims.vocab_size);
   check_model_dims(m, known);
   if (known("n_embd") && known("n_head") && (m.arch == "gpt2" || !known("head_dim") || m.dims.head_dim == 0) &&
       m.dims.n_embd % m.dims.n_head != 0)

@@ -25,9 +25,10 @@ FOLDERS = {
 ROOMS = [["cli"], ["api"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], ["text"], [""]]
 rank = {room: i for i, group in enumerate(ROOMS) for room in group}
 # What runtime/ may use of models/: the interface, its dimensions, the factory and the file formats
-# (GGUF's reader for the tokenizer metadata a GGUF file carries beside the weights).
+# (GGUF's reader for the tokenizer metadata a GGUF file carries beside the weights), and the bounded
+# JSON reading every file reader shares (models/json_text.hpp).
 MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/lora.hpp", "models/checkpointing.hpp", "models/init.hpp", "models/registry.hpp", "models/llmc_format.hpp",
-                     "models/foreign_formats.hpp", "models/gguf_file.hpp", "models/peft_format.hpp"}
+                     "models/foreign_formats.hpp", "models/gguf_file.hpp", "models/peft_format.hpp", "models/json_text.hpp"}
 
 
 def room_of(path):  # "runtime/zero/x.hpp" -> "zero"; "runtime/config.hpp" -> ""

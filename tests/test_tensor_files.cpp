@@ -277,6 +277,9 @@ TEST_CASE("gguf: broken files fail at open with the file's name and what is wron
       {"removed_type.gguf", "tensor 'q8_0_2d' has unknown ggml type 4"},
       {"bad_row.gguf", "tensor 'q8_0_2d' is Q8_0 with rows of 40 elements"},
       {"misaligned.gguf", "tensor 'q8_0_2d' has offset 420, not a multiple of the alignment 32"},
+      {"overlap.gguf", "tensor 'q8_0_2d' has data offset 320, expected 416 (the end of 'q8_0_1d', padded to the "
+                       "alignment): GGUF tensors lie one after another in the order listed, as llama.cpp requires; "
+                       "this one overlaps an earlier tensor's data"},
       {"missing.gguf", "cannot open"},
   };
   for (const auto& [case_name, what] : cases) {
@@ -488,6 +491,9 @@ TEST_CASE("safetensors: bad files fail at open, naming the file and the tensor")
       {"negative_dim.safetensors", {"w.negative", "non-negative"}},
       {"missing_field.safetensors", {"w.nooffsets", "no \"data_offsets\""}},
       {"unknown_dtype.safetensors", {"w.quant", "Q4_K"}},
+      {"overlap.safetensors", {"w.second", "inside 'w.first's bytes (overlapping tensors)"}},
+      {"gap.safetensors", {"w.second", "after a gap"}},
+      {"deep.safetensors", {"header is not valid JSON: arrays or objects nest more than 64 deep"}},
       {"missing_shard/model.safetensors.index.json", {"model-00002-of-00002.safetensors", "b.weight", "missing"}},
       {"absent_tensor/model.safetensors.index.json", {"ghost.weight", "model-00001-of-00002.safetensors"}},
       {"no_such_file.safetensors", {"cannot open"}},

@@ -31,6 +31,7 @@
 
 #include "kernels/cpu/kernels.hpp"
 #include "models/init.hpp"
+#include "models/json_text.hpp"
 #include "models/registry.hpp"
 #include "offload/checksum.hpp"
 
@@ -369,19 +370,21 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
   if (!in) throw CheckpointError("checkpoint: cannot read '" + meta_path_ + "': " + std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
-  meta_ = json::parse(text.str(), nullptr, false);
-  if (meta_.is_discarded() || !meta_.is_object()) throw CheckpointError("checkpoint: '" + meta_path_ + "' is not valid JSON");
+  JsonParsed<json> parsed = parse_json(text.str());  // [Note: JSON from files] in models/json_text.hpp
+  if (!parsed.ok() || !parsed.value.is_object())
+    throw CheckpointError("checkpoint: '" + meta_path_ + "' is not valid JSON" + (parsed.ok() ? " object" : ": " + parsed.error));
+  meta_ = std::move(parsed.value);
   try {
     if (meta_.value("format", "") != kFormat) throw bad("not a ztrain checkpoint (format is not \"ztrain-checkpoint\")");
     if (meta_.at("version").get<int>() != kVersion)
-      throw bad("format version " + meta_.at("version").dump() + ", this build reads version " + std::to_string(kVersion));
+      throw bad("format version " + show_json(meta_.at("version")) + ", this build reads version " + std::to_string(kVersion));
     // Every number is checked for its type and range: json's get<int> would wrap a huge one.
     auto integer = [&](const json& j, const char* key, int64_t lo, int64_t hi, const std::string& path) {
       const json& v = j.at(key);
       if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) ||
           v.get<int64_t>() < lo || v.get<int64_t>() > hi)
         throw bad(path + key + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                  v.dump());
+                  show_json(v));
       return v.get<int64_t>();
     };
     constexpr int64_t kInt = INT32_MAX, kElements = int64_t{1} << 48;
@@ -409,7 +412,7 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
           } else {
             const json& j = m.at(key);
             const bool ok = std::is_same_v<T, bool> ? j.is_boolean() : std::is_same_v<T, double> ? j.is_number() : j.is_string();
-            if (!ok) throw bad(std::string("model.") + key + " has the wrong type: " + j.dump());
+            if (!ok) throw bad(std::string("model.") + key + " has the wrong type: " + show_json(j));
             v = j.get<T>();
           }
         },
@@ -444,7 +447,7 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
     position_.updates_done = static_cast<int>(integer(p, "updates_done", 0, position_.steps_done, "position."));
     position_.scaler.scale = p.at("loss_scale").get<double>();
     if (!(std::isfinite(position_.scaler.scale) && position_.scaler.scale > 0.0))
-      throw bad("position.loss_scale must be a positive finite number, got " + p.at("loss_scale").dump());
+      throw bad("position.loss_scale must be a positive finite number, got " + show_json(p.at("loss_scale")));
     position_.scaler.hysteresis_left = static_cast<int>(integer(p, "hysteresis_left", 0, kInt, "position."));
     position_.scaler.iter = static_cast<long>(integer(p, "scaler_iter", 0, kLong, "position."));
     position_.scaler.last_overflow =

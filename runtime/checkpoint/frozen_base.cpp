@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -22,6 +23,11 @@ void for_each_merged_unit(SavedCheckpoint& saved, Model& model, const std::funct
   // and read (or initialised) whole.
   std::unique_ptr<ForeignWeights> foreign;
   std::vector<Tensor> whole;
+  std::error_code ec;
+  if (!from.empty() && !std::filesystem::exists(from, ec))
+    throw saved.bad("the frozen model its adapters were trained over, '" + from +
+                    "' (the run's model.init_from), does not exist (moved or deleted?); merging or sampling needs it "
+                    "back at that path");
   if (!from.empty() && read_foreign_checkpoint(from)) {
     foreign = open_foreign_weights(from, model);
   } else {

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "models/json_text.hpp"
 #include "runtime/train/trainer.hpp"
 
 extern char** environ;
@@ -154,7 +155,7 @@ std::vector<BenchRow> run_peers(const Config& cfg, int world, int warmup, int st
     nlohmann::json j;
     std::ifstream in(out);
     for (std::string line; std::getline(in, line);)
-      if (!line.empty() && line[0] == '{') j = nlohmann::json::parse(line, nullptr, false);
+      if (!line.empty() && line[0] == '{') j = parse_json(line).value;
     if (status != 0 || !j.is_object() || !j.contains("ms_per_step")) {
       failed(p.label, (status < 0 ? "did not start" : "exit status " + std::to_string(status)) + ": " + tail_of(err, 3));
       continue;

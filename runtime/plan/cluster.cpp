@@ -5,8 +5,10 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "models/json_text.hpp"
 #include "runtime/config.hpp"
 
 namespace zt {
@@ -117,12 +119,11 @@ const LinkCost& Link::for_collective(TraceLane kind) const {
 Cluster load_cluster(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ConfigError("cluster " + path + ": cannot open it");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw ConfigError("cluster " + path + ": not valid JSON: " + e.what());
-  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  JsonParsed<json> parsed = parse_json(text.str());  // [Note: JSON from files] in models/json_text.hpp
+  if (!parsed.ok()) throw ConfigError("cluster " + path + ": not valid JSON: " + parsed.error);
+  const json j = std::move(parsed.value);
   const Reader top(path, j, "");
   top.only({"name", "devices_per_node", "device", "links", "algorithm", "progress", "comment"});
   Cluster c;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/gguf_file.hpp"
+#include "models/json_text.hpp"
 
 namespace zt {
 
@@ -191,7 +192,9 @@ bool read_normalizer(const std::string& source, const json& n) {
 TokenizerSpec tokenizer_json(const std::string& path) {
   json j;
   try {
-    j = json::parse(read_whole(path));
+    JsonParsed<json> parsed = parse_json(read_whole(path));  // [Note: JSON from files] in models/json_text.hpp
+    if (!parsed.ok()) fail(path, "not a usable tokenizer.json: not valid JSON: " + parsed.error);
+    j = std::move(parsed.value);
     TokenizerSpec spec;
     spec.source = path;
     const json& model = j.at("model");

@@ -206,6 +206,17 @@ def make_safetensors(out):
                  {'w.nooffsets': {'dtype': 'F32', 'shape': [2]}}, bytes(8))
     st_write_raw(os.path.join(bad, 'unknown_dtype.safetensors'),
                  {'w.quant': {'dtype': 'Q4_K', 'shape': [32], 'data_offsets': [0, 18]}}, bytes(18))
+    # Two tensors over the same bytes, or bytes no tensor owns: the safetensors library refuses both.
+    st_write_raw(os.path.join(bad, 'overlap.safetensors'),
+                 {'w.first': {'dtype': 'F32', 'shape': [2], 'data_offsets': [0, 8]},
+                  'w.second': {'dtype': 'F32', 'shape': [2], 'data_offsets': [4, 12]}}, bytes(12))
+    st_write_raw(os.path.join(bad, 'gap.safetensors'),
+                 {'w.first': {'dtype': 'F32', 'shape': [2], 'data_offsets': [0, 8]},
+                  'w.second': {'dtype': 'F32', 'shape': [2], 'data_offsets': [12, 20]}}, bytes(20))
+    # data_offsets nested 300,000 deep: once a stack overflow in the error's dump of the value.
+    deep = 300000
+    st_write_raw(os.path.join(bad, 'deep.safetensors'),
+                 b'{"w.deep": {"dtype": "F32", "shape": [2], "data_offsets": ' + b'[' * deep + b']' * deep + b'}}', bytes(8))
     for folder, wmap in [('missing_shard', {'a.weight': 'model-00001-of-00002.safetensors',
                                             'b.weight': 'model-00002-of-00002.safetensors'}),
                          ('absent_tensor', {'a.weight': 'model-00001-of-00002.safetensors',
@@ -362,6 +373,8 @@ def make_gguf(out):
         'removed_type.gguf': gguf_patch(data, at + 4 + 16, '<I', 4),  # ggml's old Q4_2
         'bad_row.gguf': gguf_patch(data, at + 4, '<Q', 40),  # Q8_0 rows of 40 elements
         'misaligned.gguf': gguf_patch(data, at + 4 + 16 + 4, '<Q', offset + 4),
+        # q8_0_2d's data at the previous tensor's offset: two tensors over the same bytes.
+        'overlap.gguf': gguf_patch(data, at + 4 + 16 + 4, '<Q', reader.tensors[5].data_offset - reader.data_offset),
     }
     for name, contents in bad.items():
         with open(os.path.join(out, name), 'wb') as f:

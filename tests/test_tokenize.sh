@@ -59,6 +59,16 @@ printf '%s\n' '{"text": "First document.\nTwo lines."}' '' '{"text": "Zweites Do
 "$ztrain" tokenize --tokenizer "$dir/ref/smollm2" --out "$dir/jsonl" "$dir/docs.jsonl" > /dev/null 2>&1 || fail "jsonl tokenize failed"
 "$python" "$ref" check "$dir/ref/smollm2/tokenizer.json" "$dir/jsonl" "$dir/docs.jsonl" > /dev/null || fail "jsonl ids differ"
 
+# Pieces hundreds of kilobytes long (a line of base64, a line of one letter): the same ids as
+# tokenizers', within a bound the quadratic merge it replaced ([Note: merging in n log n]) broke
+# by far (200 KB took 12 s there).
+"$python" -c "import base64, os, sys; sys.stdout.write(base64.b64encode(os.urandom(300000)).decode() + '\n')" > "$dir/b64.txt"
+printf '%*s\n' 400000 '' | tr ' ' 'q' > "$dir/letters.txt"
+timeout 60 "$ztrain" tokenize --tokenizer "$dir/ref/gpt2/tokenizer.json" --out "$dir/long" "$dir/b64.txt" "$dir/letters.txt" \
+  > "$dir/long.out" 2>&1 || fail "long pieces: tokenize failed or took over 60 s: $(cat "$dir/long.out")"
+"$python" "$ref" check "$dir/ref/gpt2/tokenizer.json" "$dir/long" "$dir/b64.txt" "$dir/letters.txt" > /dev/null ||
+  fail "long pieces: ids differ from tokenizers'"
+
 # Bad input, each named.
 expect 1 "already holds token shards (train_00000" -- "$ztrain" tokenize --tokenizer "$tiktoken" --out "$dir/split" /usr/share/common-licenses/BSD
 expect 1 "$dir/none.json: no such file" -- "$ztrain" tokenize --tokenizer "$dir/none.json" --out "$dir/x" /usr/share/common-licenses/BSD

@@ -57,6 +57,8 @@ class Tokenizer {
   explicit Tokenizer(TokenizerSpec spec);
 
   int vocab_size() const { return static_cast<int>(tokens_.size()); }
+  // The most bytes one token holds: text of n bytes encodes to at least n / max_token_bytes() tokens.
+  size_t max_token_bytes() const { return max_token_bytes_; }
   // Whether every byte has a token, so that decode(encode(x)) == x for any bytes x.
   bool covers_all_bytes() const;
   const std::string& source() const { return source_; }
@@ -102,6 +104,7 @@ class Tokenizer {
   std::vector<bool> is_special_;
   bool ignore_merges_;
   int32_t end_of_text_;
+  size_t max_token_bytes_ = 1;
 };
 
 // Encodes with one thread's state: the patterns' match data and a cache of pieces already
@@ -128,8 +131,11 @@ class TokenEncoder {
   // Cached pieces: the piece's bytes -> its ids at [offset, offset + count) of cached_ids_.
   std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, Tokenizer::Hash, std::equal_to<>> cache_;
   std::vector<int32_t> cached_ids_;
-  std::vector<int32_t> work_;       // the piece's symbols while merging
-  std::vector<int32_t> ranks_;      // rank of the pair (work_[i], work_[i+1]); INT32_MAX: none
+  // The piece's symbols while merging ([Note: merging in n log n] in tokenizer.cpp): work_[i] the
+  // symbol at position i (-1 once merged into its left neighbour), linked by next_pos_ and
+  // prev_pos_, and the heap of candidate pairs, (rank << 32 | position of the left symbol).
+  std::vector<int32_t> work_, next_pos_, prev_pos_;
+  std::vector<uint64_t> heap_;
   int64_t unknown_bytes_ = 0;
 };
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/json_text.hpp"
 #include "runtime/data/data.hpp"
 #include "runtime/text/chat_template.hpp"
 #include "runtime/text/tokenizer.hpp"
@@ -31,8 +32,9 @@ struct Parsed {
 
 Parsed parse_line(std::string_view line, const std::string& system) {
   Parsed p;
-  const json j = json::parse(line, nullptr, false);
-  if (j.is_discarded()) return {{}, "not JSON"};
+  JsonParsed<json> parsed = parse_json(line);  // [Note: JSON from files] in models/json_text.hpp
+  if (!parsed.ok()) return {{}, parsed.error.starts_with("arrays or objects nest") ? parsed.error : "not JSON"};
+  const json& j = parsed.value;
   if (!j.is_object()) return {{}, "not a JSON object"};
   auto text = [&](const json& o, const char* key) -> const std::string* {
     const auto it = o.find(key);
@@ -117,12 +119,22 @@ Corpus read_corpus(const std::string& list, const Tokenizer& tok, const ChatTemp
         c.count_bad(where, p.bad);
         continue;
       }
+      // Tokenized a segment at a time, and no further than a row needs: past T+1 tokens a
+      // conversation is cut (packing) or refused, so the rest is never tokenized; without packing
+      // a segment whose bytes alone need more tokens than the row has left is not tokenized at all
+      // (a token holds at most max_token_bytes() bytes).
       Tokens t;
+      const auto W = size_t(T) + 1;
       for (const ChatSegment& s : tmpl.render(p.messages)) {
+        if (t.ids.size() > W || (!packing && t.ids.size() + s.text.size() / tok.max_token_bytes() > W)) {
+          t.ids.resize(W + 1);  // longer than a row, and what lies past it is never used
+          break;
+        }
         enc.encode(s.text, t.ids);
         t.trained.resize(t.ids.size(), s.trained ? 1 : 0);
       }
-      if (!packing && int64_t(t.ids.size()) > int64_t(T) + 1) {
+      t.trained.resize(t.ids.size(), 0);
+      if (!packing && t.ids.size() > W) {
         c.count_bad(where, "longer than a row without data.packing");
         continue;
       }
@@ -249,8 +261,9 @@ std::string describe(const std::string& what, const Corpus& c, size_t first, siz
 
 }  // namespace
 
-std::unique_ptr<DataLoader> make_chat_loader(const DataConfig& cfg, bool val, int B, int T, int rank, int world_size,
+std::unique_ptr<DataLoader> make_chat_loader(const DataConfig& cfg, Split split, int B, int T, int rank, int world_size,
                                              uint64_t seed, bool shuffle) {
+  const bool val = split == Split::val;
   std::unique_ptr<ChatTemplate> tmpl;
   try {
     tmpl = std::make_unique<ChatTemplate>(cfg.chat_template);
@@ -268,7 +281,7 @@ std::unique_ptr<DataLoader> make_chat_loader(const DataConfig& cfg, bool val, in
   if (!tok.find(eot) || !tok.is_special(*tok.find(eot)))
     fail("the chat template '" + cfg.chat_template + "' ends turns with " + eot + ", which the tokenizer " +
          cfg.tokenizer + " has no special token for (another family's template?)");
-  const bool held_out = cfg.val.empty();
+  const bool held_out = cfg.val.empty() && split != Split::all;
   const std::string& list = val && !held_out ? cfg.val : cfg.train;
   const Corpus c = read_corpus(list, tok, *tmpl, cfg.system, T, cfg.packing);
   size_t first = 0, last = c.conversations.size();
@@ -281,6 +294,10 @@ std::unique_ptr<DataLoader> make_chat_loader(const DataConfig& cfg, bool val, in
   if (first >= last) fail(what + " holds no usable conversation" + (c.examples.empty() ? "" : " (" + c.examples.front() + ")"));
   Rows rows = make_rows(c.conversations, first, last, T, cfg.packing, pad);
   const std::string summary = describe(what, c, first, last, rows, T, cfg.packing);
+  // Nothing to learn from, and no mean to report: every answer lies past its row's end.
+  if (rows.trained_targets == 0)
+    fail(what + ": no target is trained in any row: every assistant answer falls past data.seq_len " + std::to_string(T) +
+         " tokens (prompts or system messages longer than a row?) (" + summary + ")");
   if (rows.count < int64_t(world_size) * B)
     fail(what + ": " + std::to_string(rows.count) + " rows, too few for one global batch of " + std::to_string(world_size) +
          " ranks x " + std::to_string(B) + " rows (" + summary + ")");

@@ -26,10 +26,12 @@
 namespace zt {
 
 class DataLoader;
+enum class Split;
 
-// One split's chat loader (make_loader dispatches here for format "chat"); `val` reads data.val,
-// or without it the last data.val_fraction of the training conversations.
-std::unique_ptr<DataLoader> make_chat_loader(const DataConfig& cfg, bool val, int B, int T, int rank, int world_size,
+// One split's chat loader (make_loader dispatches here for format "chat"); Split::val reads
+// data.val, or without it the last data.val_fraction of the training conversations, which
+// Split::train then leaves out and Split::all keeps.
+std::unique_ptr<DataLoader> make_chat_loader(const DataConfig& cfg, Split split, int B, int T, int rank, int world_size,
                                              uint64_t seed, bool shuffle);
 
 }  // namespace zt

@@ -376,7 +376,7 @@ class BytesLoader final : public OrderedLoader {
 
 std::unique_ptr<DataLoader> make_bytes(const DataConfig& cfg, Split split, const Geometry& geo,
                                        bool shuffle, uint64_t seed) {
-  const bool held_out = cfg.val.empty();  // val is the tail of the train stream
+  const bool held_out = cfg.val.empty() && split != Split::all;  // val is the tail of the train stream
   const std::string& list = (split == Split::val && !held_out) ? cfg.val : cfg.train;
   ByteStream stream(list);
   if (stream.size() == 0) fail("'" + list + "' holds no bytes");
@@ -448,9 +448,9 @@ std::unique_ptr<DataLoader> make_loader(const DataConfig& cfg, Split split, int 
     fail("bad batch geometry B=" + std::to_string(B) + " T=" + std::to_string(T) +
          " rank=" + std::to_string(rank) + " world_size=" + std::to_string(world_size));
   const Geometry geo{B, T, rank, world_size};
-  const bool shuffle = cfg.shuffle && split == Split::train;  // validation is always in order
+  const bool shuffle = cfg.shuffle && split != Split::val;  // validation is always in order
   if (cfg.format == "bytes") return make_bytes(cfg, split, geo, shuffle, seed);
-  if (cfg.format == "chat") return make_chat_loader(cfg, split == Split::val, B, T, rank, world_size, seed, shuffle);
+  if (cfg.format == "chat") return make_chat_loader(cfg, split, B, T, rank, world_size, seed, shuffle);
   if (cfg.format != "llmc")
     throw ConfigError("config: data.format: unknown format '" + cfg.format + "'");
   if (split == Split::val && cfg.val.empty())

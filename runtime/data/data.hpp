@@ -46,7 +46,9 @@ class DataLoader {
   virtual bool masks_targets() const { return false; }
 };
 
-enum class Split { train, val };
+// `all`: data.train whole, for a run that does not validate: bytes and chat data without data.val
+// then hold nothing out (train holds back data.val_fraction of them for val).
+enum class Split { train, val, all };
 
 // Builds the loader for one split. Throws DataError (no file matches, bad header, a shard smaller
 // than one global batch, ...) or ConfigError (Split::val without val data for llmc).

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "models/json_text.hpp"
 #include "runtime/file_io.hpp"
 #include "runtime/trace.hpp"
 
@@ -21,7 +22,7 @@ MetricsWriter::MetricsWriter(const std::string& path, int keep_through) : path_(
     // run that dies now leaves the history as it was, not cut.
     std::string kept;
     for (std::string l; std::getline(earlier, l);) {
-      const nlohmann::json j = nlohmann::json::parse(l, nullptr, false);
+      const nlohmann::json j = parse_json(l).value;  // [Note: JSON from files] in models/json_text.hpp
       if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= keep_through)
         kept += l + '\n';
     }
@@ -55,6 +56,7 @@ std::string metrics_json(const StepStats& s) {
   if (s.loss_scale > 0) j["loss_scale"] = s.loss_scale;
   if (s.loss_scale > 0 || s.skipped) j["skipped"] = s.skipped;
   if (s.nonfinite) j["nonfinite"] = true;  // (the loss is null then: JSON has no NaN)
+  if (s.no_targets) j["no_targets"] = true;  // (so is it here)
   return j.dump();
 }
 
@@ -88,6 +90,7 @@ std::string progress_line(const StepStats& s, int total_steps) {
     line += buf;
   }
   if (s.nonfinite) line += " | non-finite: step skipped (train.skip_nonfinite_steps)";
+  if (s.no_targets) line += " | no trained target in the global batch (every target -1): step skipped";
   return line;
 }
 
@@ -108,8 +111,11 @@ std::string trace_summary(const Trace& t, const std::string& path) {
 }
 
 std::string val_line(int step, double val_loss) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "step %5d | val loss %.4f", step, val_loss);
+  char buf[128];
+  if (std::isnan(val_loss))  // Trainer::validate: the batches held no counted target
+    std::snprintf(buf, sizeof buf, "step %5d | val loss n/a: no trained target in the validation batches", step);
+  else
+    std::snprintf(buf, sizeof buf, "step %5d | val loss %.4f", step, val_loss);
   return buf;
 }
 

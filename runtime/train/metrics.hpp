@@ -20,6 +20,7 @@ struct StepStats {
   double loss_scale = 0;  // fp16's, this step's; 0 without fp16
   bool skipped = false;   // no update: fp16's overflow, or a non-finite step under skip_nonfinite_steps
   bool nonfinite = false;  // the loss or (fp32, bf16) the gradient norm was inf or NaN
+  bool no_targets = false;  // the global batch held no counted target (all -1): skipped, loss NaN
   double ms = 0;
   double tokens_per_s = 0;
   double tflops = 0;     // achieved, llm.c's FLOP count

@@ -193,9 +193,15 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   }
 
   // Without data.train the batches come from the caller only (Trainer::step(inputs, targets)).
+  // Bytes and chat data without data.val hold their last data.val_fraction out for validation, and
+  // only when the run validates: with train.val_interval 0 all of data.train trains (a small
+  // chat set would otherwise need ten global batches of conversations to train at all).
+  const bool held_out = cfg_.data.val.empty() && (cfg_.data.format == "bytes" || cfg_.data.format == "chat") &&
+                        cfg_.train.val_interval > 0;
   if (!cfg_.data.train.empty())
-    train_ = make_loader(cfg_.data, Split::train, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
-  if (train_ && (!cfg_.data.val.empty() || cfg_.data.format == "bytes" || cfg_.data.format == "chat"))
+    train_ = make_loader(cfg_.data, held_out || !cfg_.data.val.empty() ? Split::train : Split::all, B_, T_, comm_.rank(),
+                         comm_.size(), cfg_.train.seed);
+  if (train_ && (!cfg_.data.val.empty() || held_out))
     val_ = make_loader(cfg_.data, Split::val, B_, T_, comm_.rank(), comm_.size(), cfg_.train.seed);
   for (DataLoader* l : {train_.get(), val_.get()})
     if (l) l->limit_tokens(dims.vocab_size);
@@ -299,7 +305,9 @@ StepStats Trainer::step_on(const int32_t* inputs, const int32_t* targets, bool m
   // so np, ZeRO stage and accumulation do not change what is trained, however the masks fall.
   // Without masks that weight is 1/accumulation, and the step counts nothing; a step that counted
   // and found nothing left out on any rank is trained and reported as one without masks, so the
-  // caller's batches give the same numbers as token shards do.
+  // caller's batches give the same numbers as token shards do. A global batch without a single
+  // counted target has no mean: its step is skipped on every rank (no update), its loss NaN and
+  // its metrics line says "no_targets", never a loss of 0.
   const int accum = cfg_.grad_accum;
   const double loss_scale = scaler_.scale();
   const int64_t bt = int64_t(B_) * T_;
@@ -309,6 +317,7 @@ StepStats Trainer::step_on(const int32_t* inputs, const int32_t* targets, bool m
       counted[size_t(micro)] = bt - std::count(targets + micro * bt, targets + (micro + 1) * bt, -1);
   const int64_t all = may_mask ? count_over_ranks(std::accumulate(counted.begin(), counted.end(), int64_t{0})) : 0;
   const bool masked = may_mask && all != int64_t(accum) * bt * comm_.size();
+  const bool no_targets = may_mask && all == 0;
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
     std::copy_n(inputs + micro * bt, bt, inputs_.data<int32_t>());
@@ -326,15 +335,17 @@ StepStats Trainer::step_on(const int32_t* inputs, const int32_t* targets, bool m
   ++steps_done_;
   if (steps_done_ == poison_step_) engine_->poison_grads();
   // Reduced over the ranks, so inf or NaN on any rank is inf or NaN on every rank.
-  const double loss = !masked ? mean_over_ranks(loss_sum / accum) : all > 0 ? sum_over_ranks(loss_sum) / double(all) : 0.0;
+  const double loss = !masked      ? mean_over_ranks(loss_sum / accum)
+                      : !no_targets ? sum_over_ranks(loss_sum) / double(all)
+                                    : std::numeric_limits<double>::quiet_NaN();
   // fp16: an inf or NaN on any rank skips the step on every rank.
   const bool overflow = scaler_.active() && engine_->grads_overflowed();
   const double norm = overflow ? std::numeric_limits<double>::infinity() : engine_->grad_norm() / loss_scale;
-  const bool nonfinite = !std::isfinite(loss) || (!overflow && !std::isfinite(norm));
-  nonfinite_in_a_row_ = nonfinite ? nonfinite_in_a_row_ + 1 : 0;
+  const bool nonfinite = !no_targets && (!std::isfinite(loss) || (!overflow && !std::isfinite(norm)));
+  nonfinite_in_a_row_ = nonfinite ? nonfinite_in_a_row_ + 1 : no_targets ? nonfinite_in_a_row_ : 0;
   if (nonfinite_in_a_row_ > cfg_.train.skip_nonfinite_steps) throw_nonfinite(loss, norm);
-  if (!nonfinite && checkpoints_) checkpoints_->confirm();  // [Note: keep_last waits for a finite step]
-  const bool skipped = overflow || nonfinite;
+  if (!nonfinite && !no_targets && checkpoints_) checkpoints_->confirm();  // [Note: keep_last waits for a finite step]
+  const bool skipped = overflow || nonfinite || no_targets;
   const double lr = lr_override_ ? *lr_override_ : learning_rate(cfg_.scheduler, cfg_.optimizer.lr, updates_done_);
   if (!skipped) {
     // torch.nn.utils.clip_grad_norm_'s rule, so clipped runs compare with PyTorch's.
@@ -354,6 +365,7 @@ StepStats Trainer::step_on(const int32_t* inputs, const int32_t* targets, bool m
   s.loss_scale = scaler_.active() ? loss_scale : 0.0;
   s.skipped = skipped;
   s.nonfinite = nonfinite;
+  s.no_targets = no_targets;
   s.ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
   const double tokens = static_cast<double>(B_) * T_ * accum * comm_.size();
   s.tokens_per_s = tokens / (s.ms / 1e3);
@@ -411,7 +423,7 @@ double Trainer::validate() {
   }
   if (!masked) return mean_over_ranks(sum / cfg_.train.val_batches);
   const int64_t all = count_over_ranks(counted);  // [Note: masked loss]
-  return all > 0 ? sum_over_ranks(sum) / double(all) : 0.0;
+  return all > 0 ? sum_over_ranks(sum) / double(all) : std::numeric_limits<double>::quiet_NaN();
 }
 
 double Trainer::evaluate(const int32_t* inputs, const int32_t* targets) {
@@ -421,7 +433,7 @@ double Trainer::evaluate(const int32_t* inputs, const int32_t* targets) {
   const auto [sum, n] = eval_batch(true);
   const int64_t all = count_over_ranks(n);  // [Note: masked loss]
   if (all == bt * comm_.size()) return mean_over_ranks(sum / double(n));  // nothing left out: as validate()
-  return all > 0 ? sum_over_ranks(sum) / double(all) : 0.0;
+  return all > 0 ? sum_over_ranks(sum) / double(all) : std::numeric_limits<double>::quiet_NaN();
 }
 
 std::pair<double, int64_t> Trainer::eval_batch(bool masked) {

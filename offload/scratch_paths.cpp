@@ -38,6 +38,22 @@ void ScratchPaths::add(std::string path) {
   paths_.push_back(std::move(path));
 }
 
+void ScratchPaths::add(std::string path, const std::function<void()>& create) {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  paths_.push_back(std::move(path));
+  try {
+    create();
+  } catch (...) {
+    paths_.pop_back();  // not created: nothing to remove
+    throw;
+  }
+}
+
+void ScratchPaths::keep() {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  paths_.clear();
+}
+
 void ScratchPaths::remove_locked() {
   // A folder fails harmlessly unless empty; a file an I/O is still writing goes with its name.
   for (auto it = paths_.rbegin(); it != paths_.rend(); ++it)
@@ -46,7 +62,7 @@ void ScratchPaths::remove_locked() {
 }
 
 size_t remove_scratch_paths() {
-  const std::lock_guard<std::mutex> lock(registry_mutex());
+  registry_mutex().lock();  // never unlocked: the process is ending ([Note: scratch paths])
   size_t n = 0;
   auto& r = registry();
   for (auto it = r.rbegin(); it != r.rend(); ++it) {

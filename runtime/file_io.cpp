@@ -1,6 +1,7 @@
 #include "runtime/file_io.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,6 +109,26 @@ bool lies_within(const std::string& path, const std::string& folder) {
   return std::mismatch(f.begin(), f.end(), p.begin(), p.end()).first == f.end();
 }
 
+int remove_stale_temporaries(const std::string& folder) {
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& e : fs::directory_iterator(folder.empty() ? "." : folder, ec)) {
+    const std::string name = e.path().filename().string();
+    // NAME.tmp-<pid>-<n>: digits, a dash, digits, to the end.
+    const size_t at = name.rfind(".tmp-");
+    if (at == std::string::npos || at == 0) continue;
+    const std::string tail = name.substr(at + 5);
+    const size_t dash = tail.find('-');
+    auto digits = [](std::string_view s) { return !s.empty() && s.size() < 10 && s.find_first_not_of("0123456789") == s.npos; };
+    if (dash == std::string::npos || !digits(tail.substr(0, dash)) || !digits(tail.substr(dash + 1))) continue;
+    const auto pid = static_cast<pid_t>(std::stol(tail.substr(0, dash)));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to tell)
+    std::error_code rm;
+    if (e.is_regular_file(rm) && fs::remove(e.path(), rm)) ++removed;
+  }
+  return removed;
+}
+
 ReplacedFile::ReplacedFile(const std::string& target, const std::string& what)
     : target_(write_target(target)), what_(what) {
   check_replaceable(target_, what_);
@@ -118,19 +139,26 @@ ReplacedFile::ReplacedFile(const std::string& target, const std::string& what)
     temp_ = stem + std::to_string(n);
     if (!fs::exists(fs::symlink_status(temp_, ec))) break;
   }
-  file_ = std::make_unique<CheckpointFile>(temp_, O_WRONLY | O_CREAT | O_EXCL, what_);
+  scratch_.add(temp_, [&] { file_ = std::make_unique<CheckpointFile>(temp_, O_WRONLY | O_CREAT | O_EXCL, what_); });
 }
 
 ReplacedFile::~ReplacedFile() {
   if (committed_) return;
   file_.reset();
   ::unlink(temp_.c_str());
+  scratch_.keep();  // removed already
+}
+
+void ReplacedFile::close() {
+  if (!file_) return;
+  file_->sync();
+  file_.reset();
 }
 
 void ReplacedFile::commit() {
-  file_->sync();
-  file_.reset();
+  close();
   if (::rename(temp_.c_str(), target_.c_str()) != 0) fail_errno("cannot rename a new file into", target_, what_);
+  scratch_.keep();  // the name is the target's now: nothing to remove
   committed_ = true;
   const std::string parent = fs::path(target_).parent_path().string();
   sync_dir(parent.empty() ? "." : parent);

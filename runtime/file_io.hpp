@@ -8,7 +8,10 @@
 // same folder, so the same file system and an atomic rename), is fsynced and renamed over the
 // target: a reader never sees half a file, and a failure leaves the old one. The temporary name is
 // new (target.tmp-<pid>-<n>, created with O_EXCL), so no other file is clobbered, and it is
-// removed when the write fails. A target that exists and is not a regular file (a device, a
+// removed when the write fails, or when a signal ends the run ([Note: scratch paths] in
+// offload/scratch_paths.hpp). A killed process (SIGKILL, a crash) leaves its temporary file: a
+// writer that alone writes into a folder (an export, `ztrain tokenize`, train.save_model) sweeps
+// such files of dead processes from it first (remove_stale_temporaries). A target that exists and is not a regular file (a device, a
 // folder, a FIFO) is refused: the rename would replace the node itself (as root, /dev/full became
 // a plain file). A symbolic link is followed: the file it names is replaced, the link stays.
 #pragma once
@@ -19,6 +22,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include "offload/scratch_paths.hpp"
 
 namespace zt {
 
@@ -66,6 +71,10 @@ void create_parent(const std::string& file, const std::string& what);
 std::filesystem::path resolved_path(const std::string& path);
 // Whether `path` is `folder` or lies beneath it, compared resolved (neither needs to exist).
 bool lies_within(const std::string& path, const std::string& folder);
+// Removes from `folder` (not below it) the temporary files of [Note: replacing a file]
+// (NAME.tmp-<pid>-<n>) whose process no longer runs on this host; returns how many. Only for a
+// folder that one process writes at a time: a live writer on another host sharing it is not seen.
+int remove_stale_temporaries(const std::string& folder);
 
 // [Note: replacing a file]: creates the folders above `target` and a new temporary file beside
 // it; commit() fsyncs it and renames it over the target. Destroyed uncommitted, it removes the
@@ -80,10 +89,15 @@ class ReplacedFile {
   CheckpointFile& file() { return *file_; }
   // For writers with their own stream on the temporary file (its data is fsynced by commit()).
   const std::string& temp_path() const { return temp_; }
+  // The whole file written: fsyncs and closes it under its temporary name, for a writer that
+  // renames several files into place only once all are complete (`ztrain tokenize`'s shards).
+  void close();
+  // close() if not yet, then renames it over the target.
   void commit();
 
  private:
   std::string target_, temp_, what_;
+  ScratchPaths scratch_;  // the temporary file, removed if a signal ends the run before commit()
   std::unique_ptr<CheckpointFile> file_;
   bool committed_ = false;
 };

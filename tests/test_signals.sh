@@ -79,12 +79,12 @@ stop() {
   no_scratch "$name"
 }
 
-stop term_np1 1 TERM 143 "ztrain: stopped by SIGTERM; its offload swap files were removed"
-stop int_np1 1 INT 130 "ztrain: stopped by SIGINT; its offload swap files were removed"
-stop hup_np1 1 HUP 129 "ztrain: stopped by SIGHUP; its offload swap files were removed"
+stop term_np1 1 TERM 143 "ztrain: stopped by SIGTERM; its temporary files were removed"
+stop int_np1 1 INT 130 "ztrain: stopped by SIGINT; its temporary files were removed"
+stop hup_np1 1 HUP 129 "ztrain: stopped by SIGHUP; its temporary files were removed"
 # A Ctrl-C on mpirun reaches every rank as SIGTERM.
-stop int_np2 2 INT '!0' "\[rank 1\] ztrain: stopped by SIGTERM; its offload swap files were removed"
-stop term_np2 2 TERM '!0' "\[rank 0\] ztrain: stopped by SIGTERM; its offload swap files were removed"
+stop int_np2 2 INT '!0' "\[rank 1\] ztrain: stopped by SIGTERM; its temporary files were removed"
+stop term_np2 2 TERM '!0' "\[rank 0\] ztrain: stopped by SIGTERM; its temporary files were removed"
 
 # Saving every step, stopped at several moments after the first saves: `latest` names a complete
 # checkpoint (meta.json and every rank file), which resumes, with offload, and leaves no swap file.

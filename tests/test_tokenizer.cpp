@@ -231,9 +231,25 @@ TEST_CASE("llm.c's uint32 shards (version 7) are written and read back through t
   zt::test::TempDir dir;
   std::vector<int32_t> tokens(700);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(65536 + 97 * i);
+  // [Note: a corpus appears whole]: finished shards stay out of sight until published, and a
+  // writer that never publishes leaves nothing behind.
+  {
+    zt::ShardWriter unpublished(dir.path.string(), "train", zt::shard_format_for(200000), 400);
+    unpublished.write(tokens);
+    unpublished.finish();
+    CHECK(unpublished.files().empty());
+    int seen = 0;
+    for (const auto& e : fs::directory_iterator(dir.path)) {
+      CHECK_MESSAGE(e.path().filename().string().find(".tmp-") != std::string::npos, e.path());
+      ++seen;
+    }
+    CHECK(seen == 2);  // both shards, under their temporary names
+  }
+  CHECK(fs::is_empty(dir.path));
   zt::ShardWriter w(dir.path.string(), "train", zt::shard_format_for(200000), 400);
   w.write(tokens);
   w.finish();
+  w.publish();
   REQUIRE(w.files().size() == 2);  // 400 + 300
   CHECK(fs::file_size(w.files()[0]) == 1024 + 4 * 400);
   zt::DataConfig c;

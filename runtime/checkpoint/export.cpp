@@ -6,6 +6,7 @@
 #include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/checkpoint/frozen_base.hpp"
 #include "runtime/checkpoint/model_writer.hpp"
+#include "runtime/file_io.hpp"
 
 namespace zt {
 
@@ -17,9 +18,19 @@ void export_checkpoint(const std::string& dir, const std::string& format, const 
   if (saved.owns(out))
     throw CheckpointError("export: --out '" + out + "' lies inside the checkpoint it reads ('" + saved.folder() +
                           "'); write the export elsewhere");
+  const LoraConfig lora = saved.lora();
+  // Nor may it be, or hold, an input: the checkpoint, or the frozen model a LoRA checkpoint's
+  // adapters belong to (a merge written over it would leave the adapters nothing to resume or
+  // merge onto).
+  auto refuse_over = [&](const std::string& input, const std::string& role) {
+    if (!input.empty() && lies_within(input, out))
+      throw CheckpointError("export: --out '" + out + "' is or holds " + role + " '" + input +
+                            "', which the export would overwrite; write the export elsewhere");
+  };
+  refuse_over(saved.folder(), "the checkpoint it reads");
+  if (lora.enabled()) refuse_over(saved.frozen_source().init_from, "the frozen model of this LoRA checkpoint");
   const std::unique_ptr<Model> owned = make_model(saved.arch(), saved.dims(), saved.wte_units());
   Model& model = *owned;
-  const LoraConfig lora = saved.lora();
   if (lora.enabled()) model.apply_lora(lora);
   saved.check_layout(model);
   if (format == "peft") {

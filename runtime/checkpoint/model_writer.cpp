@@ -162,7 +162,7 @@ class HfFolderWriter final : public ModelWriter {
  public:
   HfFolderWriter(const std::string& folder, const std::string& what, const Model& model, DType dtype,
                  uint64_t max_shard_bytes)
-      : folder_(folder), model_(model), dtype_(dtype) {
+      : folder_(folder), what_(what), model_(model), dtype_(dtype) {
     std::error_code ec;
     std::filesystem::create_directories(folder, ec);
     if (ec) throw CheckpointError(what + ": cannot create folder '" + folder + "': " + ec.message());
@@ -182,6 +182,7 @@ class HfFolderWriter final : public ModelWriter {
       char name[64];
       std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, n);
       const std::string file = n == 1 ? "model.safetensors" : name;
+      written_.insert(file);
       const std::set<std::string> mine(shards[k].begin(), shards[k].end());
       for (const std::string& t : shards[k]) map[t] = file;
       weights_.push_back(std::make_unique<SafetensorsWriter>((std::filesystem::path(folder) / file).string(), what, model,
@@ -195,17 +196,42 @@ class HfFolderWriter final : public ModelWriter {
   void finish() override {
     for (auto& w : weights_) w->finish();
     const std::filesystem::path dir(folder_);
-    if (!index_.empty()) write_atomically((dir / "model.safetensors.index.json").string(), index_);
+    if (!index_.empty()) {
+      write_atomically((dir / "model.safetensors.index.json").string(), index_);
+      written_.insert("model.safetensors.index.json");
+    }
     const char* torch_dtype = dtype_ == DType::f32 ? "float32" : dtype_ == DType::bf16 ? "bfloat16" : "float16";
     write_atomically((dir / "config.json").string(), hf_config_json(model_, torch_dtype));
+    remove_earlier_weights();
   }
 
  private:
-  std::string folder_;
+  // [Note: an export owns its folder's weights] A folder that held another model's weights (an
+  // earlier export into it, sharded otherwise, or save_pretrained's) must not keep them beside the
+  // new ones: a reader would take the old index and its shards (ztrain and transformers prefer an
+  // index) or the old single file. Once the new files are in place, every weight file of
+  // save_pretrained's names that this export did not write goes, as save_pretrained itself
+  // clears a folder it saves into; nothing else in the folder is touched.
+  void remove_earlier_weights() const {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(folder_, ec)) {
+      const std::string name = e.path().filename().string();
+      const bool weights = name == "model.safetensors" || name == "model.safetensors.index.json" ||
+                           (name.starts_with("model-") && name.ends_with(".safetensors") && name.find("-of-") != name.npos);
+      if (!weights || written_.count(name)) continue;
+      std::error_code rm;
+      if (!std::filesystem::remove(e.path(), rm) && rm)
+        throw CheckpointError(what_ + ": cannot remove '" + e.path().string() +
+                              "', an earlier model's weights beside the new ones: " + rm.message());
+    }
+  }
+
+  std::string folder_, what_;
   const Model& model_;
   DType dtype_;
   std::vector<std::unique_ptr<ModelWriter>> weights_;
   std::string index_;
+  std::set<std::string> written_;  // the weight files (and index) of this export
 };
 
 // PEFT's adapter folder (models/peft_format.hpp): adapter_model.safetensors, then adapter_config.json.
@@ -239,6 +265,11 @@ class PeftFolderWriter final : public ModelWriter {
 std::unique_ptr<ModelWriter> make_model_writer(const std::string& format, const std::string& path, const std::string& what,
                                                const Model& model, DType dtype, uint64_t max_shard_bytes,
                                                const std::string& base_model) {
+  // One process writes the model; a killed earlier writer's temporary files go first ([Note:
+  // replacing a file] in runtime/file_io.hpp). The folder formats write into `path` itself.
+  const bool folder = format == "peft" || format == "hf";
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  remove_stale_temporaries(folder ? path : parent.empty() ? "." : parent);
   if (format == "peft") return std::make_unique<PeftFolderWriter>(path, what, model, dtype, base_model);
   if (format == "llmc") {
     if (dtype != DType::f32) throw std::invalid_argument("export: llm.c's format is fp32 only");

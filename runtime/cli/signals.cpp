@@ -51,7 +51,7 @@ class Fd {
   const size_t removed = remove_scratch_paths();
   const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
   std::fprintf(stderr, "%sztrain: stopped by %s%s\n", prefix.c_str(), name,
-               removed ? "; its offload swap files were removed" : "");
+               removed ? "; its temporary files were removed" : "");
   std::fflush(stderr);
   ::signal(sig, SIG_DFL);
   sigset_t one;

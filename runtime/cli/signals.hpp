@@ -3,7 +3,9 @@
 //
 // [Note: ending on a signal] A run stopped by Ctrl-C (SIGINT), by `kill` or a batch system
 // (SIGTERM), or by its terminal closing (SIGHUP) would die at once and leave offload's swap files
-// ([Note: scratch paths] in offload/scratch_paths.hpp) behind. So the signals are blocked in
+// and the temporary files of whole-file writes (a model being exported, a token shard: [Note:
+// replacing a file] in runtime/file_io.hpp) behind ([Note: scratch paths] in
+// offload/scratch_paths.hpp). So the signals are blocked in
 // every thread (the guard blocks them in the main thread before any other thread exists, and
 // threads inherit the mask) and one thread of the guard's waits for them on a signalfd. There,
 // outside any signal handler, it may take locks and call anything: it removes the registered

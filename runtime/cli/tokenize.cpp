@@ -18,8 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/json_text.hpp"
 #include "runtime/data/data.hpp"
 #include "runtime/data/token_shards.hpp"
+#include "runtime/file_io.hpp"
 #include "runtime/text/tokenizer.hpp"
 
 namespace zt {
@@ -101,7 +103,7 @@ std::vector<int32_t> encode_item(const Doc& doc, const Item& item, TokenEncoder&
     const size_t nl = std::min(text.find('\n', line), text.size());
     const std::string_view s(text.data() + line, nl - line);
     if (s.find_first_not_of(" \t\r") != std::string_view::npos) {
-      const auto j = nlohmann::json::parse(s, nullptr, false);
+      const auto j = parse_json(s).value;  // [Note: JSON from files] in models/json_text.hpp
       if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string())
         fail(doc.path + ": the line at byte " + std::to_string(begin + int64_t(line)) +
              " is not a JSON object with a string \"text\"");
@@ -149,6 +151,7 @@ void check_out_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("--out '" + dir + "': cannot create the folder: " + ec.message());
+  remove_stale_temporaries(dir);  // a killed run's unpublished shards
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if ((name.starts_with("train_") || name.starts_with("val_")) && name.ends_with(".bin"))
@@ -247,6 +250,8 @@ TokenizeReport tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& opt,
   if (error) std::rethrow_exception(error);
   train.finish();
   val.finish();
+  val.publish();  // [Note: a corpus appears whole] in runtime/data/token_shards.hpp
+  train.publish();
   report.files = val.files();
   report.files.insert(report.files.end(), train.files().begin(), train.files().end());
   report.seconds = seconds();

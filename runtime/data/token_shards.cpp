@@ -63,13 +63,13 @@ ShardWriter::ShardWriter(std::string dir, std::string prefix, ShardFormat format
   if (shard_tokens_ <= 0) fail("a shard must hold at least one token, got " + std::to_string(shard_tokens));
 }
 
-ShardWriter::~ShardWriter() = default;  // an unfinished shard's temporary file is removed
+ShardWriter::~ShardWriter() = default;  // unpublished shards' temporary files are removed
 
 void ShardWriter::write(std::span<const int32_t> tokens) {
   while (!tokens.empty()) {
     if (!open_) {
       char name[32];
-      std::snprintf(name, sizeof name, "_%06zu.bin", files_.size());
+      std::snprintf(name, sizeof name, "_%06zu.bin", files_.size() + done_.size());
       open_ = std::make_unique<Open>(dir_ + "/" + prefix_ + name);
     }
     const size_t n = size_t(std::min<int64_t>(int64_t(tokens.size()), shard_tokens_ - open_->count));
@@ -92,13 +92,20 @@ void ShardWriter::write(std::span<const int32_t> tokens) {
 void ShardWriter::close_current() {
   const auto h = header_bytes(format_, open_->count);
   open_->file.file().write_at(h.data(), h.size(), 0);
-  open_->file.commit();
-  files_.push_back(open_->path);
-  open_.reset();
+  open_->file.close();
+  done_.push_back(std::move(open_));
 }
 
 void ShardWriter::finish() {
   if (open_) close_current();
+}
+
+void ShardWriter::publish() {
+  for (std::unique_ptr<Open>& shard : done_) {
+    shard->file.commit();
+    files_.push_back(shard->path);
+  }
+  done_.clear();
 }
 
 void write_llmc_shard(const std::string& path, const std::vector<uint16_t>& tokens) {

@@ -33,17 +33,23 @@ struct ShardHeader {
 ShardHeader parse_shard_header(const unsigned char (&header)[kShardHeaderBytes], const std::string& path);
 
 // Writes the shards of one split as DIR/<prefix>_000000.bin, _000001.bin, ... of at most
-// `shard_tokens` tokens each, streaming (a shard is never held whole). Each file is written under
-// a temporary name and renamed when complete, so a failed run (a full disk) leaves no shard that
-// looks whole; errors name the file.
+// `shard_tokens` tokens each, streaming (a shard is never held whole). [Note: a corpus appears
+// whole] Every shard is written and fsynced under a temporary name (<name>.tmp-<pid>-<n>, which no
+// `train_*.bin` glob matches) and all of them are renamed into place by publish(), once the whole
+// corpus is written: an interrupted or failed run (Ctrl-C, SIGKILL, a full disk) leaves no shard
+// a loader would read as part of the corpus. Its temporary files are removed when the writer is
+// destroyed unpublished or a signal ends the run, and a killed run's by the next tokenize into the
+// folder. Errors name the file.
 class ShardWriter {
  public:
   ShardWriter(std::string dir, std::string prefix, ShardFormat format, int64_t shard_tokens);
   ~ShardWriter();
   // Throws DataError for a token the format cannot hold.
   void write(std::span<const int32_t> tokens);
-  // Completes the last shard; call once, after the last write.
+  // Completes the last shard (still under its temporary name); call once, after the last write.
   void finish();
+  // Renames every finished shard into place; after finish() (of every split's writer).
+  void publish();
   const std::vector<std::string>& files() const { return files_; }
   int64_t tokens() const { return total_; }
 
@@ -55,6 +61,7 @@ class ShardWriter {
   ShardFormat format_;
   int64_t shard_tokens_;
   std::unique_ptr<Open> open_;
+  std::vector<std::unique_ptr<Open>> done_;  // complete, not yet published
   std::vector<std::string> files_;
   std::vector<unsigned char> bytes_;
   int64_t total_ = 0;

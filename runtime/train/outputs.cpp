@@ -4,20 +4,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iterator>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/agreed.hpp"
 #include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/checkpoint/checkpoint_root.hpp"
+#include "runtime/data/data.hpp"
 #include "runtime/file_io.hpp"
 
 namespace zt {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct Output {
   const char* key;
@@ -40,6 +46,30 @@ void check_writable_in_place(const std::string& path, const char* key) {
   }
 }
 
+// What the run reads: an output written over one would destroy it (a metrics file opened over the
+// starting model, or a LoRA run's merged model saved over the frozen model its checkpoints'
+// adapters need). The model files by role (a folder's files count as it), and the data files,
+// resolved once (a corpus may hold many); lists that cannot be expanded are the loaders' to report.
+struct RunInputs {
+  std::vector<std::pair<const char*, std::string>> models;
+  std::set<fs::path> data;
+};
+RunInputs run_inputs(const Config& cfg) {
+  RunInputs in;
+  if (cfg.model.init_from) in.models.emplace_back("model.init_from", *cfg.model.init_from);
+  in.models.emplace_back("lora.init_from", cfg.lora.init_from);
+  in.models.emplace_back("data.tokenizer", cfg.data.tokenizer);
+  if (cfg.data.format == "bytes" || cfg.data.format == "chat")
+    for (const std::string& list : {cfg.data.train, cfg.data.val}) {
+      if (list.empty()) continue;
+      try {
+        for (const std::string& f : list_files(list)) in.data.insert(resolved_path(f));
+      } catch (const std::exception&) {
+      }
+    }
+  return in;
+}
+
 }  // namespace
 
 void check_outputs(const Config& cfg, Communicator& comm) {
@@ -49,6 +79,7 @@ void check_outputs(const Config& cfg, Communicator& comm) {
                               {"train.trace", cfg.train.trace, true},
                               {"train.metrics", cfg.train.metrics, false}};
     std::unique_ptr<SavedCheckpoint> resumed;  // read when an output is to be checked against it
+    const auto inputs = run_inputs(cfg);
     for (size_t i = 0; i < std::size(outputs); ++i) {
       const Output& o = outputs[i];
       if (o.path.empty()) continue;
@@ -56,6 +87,14 @@ void check_outputs(const Config& cfg, Communicator& comm) {
       for (size_t j = 0; j < i; ++j)
         if (!outputs[j].path.empty() && resolved_path(o.path) == resolved_path(outputs[j].path))
           throw std::runtime_error(said + " is also " + outputs[j].key + "; give each output its own file");
+      for (const auto& [role, input] : inputs.models) {
+        std::error_code ec;
+        if (!input.empty() && (lies_within(input, o.path) || (fs::is_directory(input, ec) && lies_within(o.path, input))))
+          throw std::runtime_error(said + " is or lies in " + role + " ('" + input +
+                                   "'), which the run reads; write it elsewhere");
+      }
+      if (inputs.data.count(resolved_path(o.path)))
+        throw std::runtime_error(said + " is a data file of the run, which it reads; write it elsewhere");
       if (!cfg.checkpoint.dir.empty() && in_checkpoint_folder(cfg.checkpoint.dir, o.path))
         throw std::runtime_error(said + " lies inside the checkpoint folder '" + cfg.checkpoint.dir +
                                  "', whose `latest` and step_<k> folders ztrain manages; write it elsewhere");

@@ -109,14 +109,14 @@ kill -"$sig" $!
 wait $!
 SH
 for sig in TERM INT; do
-  probe "in_offload_sig$sig" $((128 + $(kill -l $sig))) 30 "ztrain: stopped by SIG$sig; its offload swap files were removed" -- \
+  probe "in_offload_sig$sig" $((128 + $(kill -l $sig))) 30 "ztrain: stopped by SIG$sig; its temporary files were removed" -- \
     bash "$in_dir/stop.sh" $sig 1 "$in_nv" - "$ztrain" train --config "$in_dir/c.json" --steps 1000000 $in_offload
   [ -z "$(find "$in_nv" -mindepth 1)" ] || fail "in_offload_sig$sig: left under nvme_path: $(find "$in_nv" -mindepth 1)"
   rm -rf "${in_nv:?}"/*
 done
 # mpirun passes SIGINT on as SIGTERM; the rank that ends first may see the other killed before it
 # speaks, so either rank's word counts, and no rank may leave a file behind.
-probe in_offload_mpirun_sigINT '!0' 30 "\[rank [01]\] ztrain: stopped by SIGTERM; its offload swap files were removed" -- \
+probe in_offload_mpirun_sigINT '!0' 30 "\[rank [01]\] ztrain: stopped by SIGTERM; its temporary files were removed" -- \
   bash "$in_dir/stop.sh" INT 2 "$in_nv" - "${mp[@]}" -np 2 "$ztrain" train --config "$in_dir/c.json" --steps 1000000 $in_offload
 [ -z "$(find "$in_nv" -mindepth 1)" ] || fail "in_offload_mpirun_sigINT: left under nvme_path: $(find "$in_nv" -mindepth 1)"
 rm -rf "${in_nv:?}"/*

@@ -122,7 +122,11 @@ class MpiCommunicator final : public Communicator {
   }
   ~MpiCommunicator() override {
     progress_.reset();
-    MPI_Comm_free(&comm_);
+    // A host may finalize MPI before destroying its trainer (the embedding API allows it): MPI
+    // may not be called then, and the communicator went with MPI.
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }

@@ -28,12 +28,15 @@ class Ring final : public Pending {
   // lane's buffer with it: leaked rather than handed to another ring while MPI may still read it.
   // A ring that failed while it had its turn passes it on.
   ~Ring() override {
+    int finalized = 0;  // after MPI_Finalize nothing may call MPI: the requests went with it
+    MPI_Finalized(&finalized);
+    if (finalized) reqs_[1] = MPI_REQUEST_NULL;
     if (reqs_[1] != MPI_REQUEST_NULL) {
       MPI_Cancel(&reqs_[1]);
       MPI_Wait(&reqs_[1], MPI_STATUS_IGNORE);
     }
     if (reqs_[0] != MPI_REQUEST_NULL) {
-      MPI_Request_free(&reqs_[0]);
+      if (!finalized) MPI_Request_free(&reqs_[0]);
       new std::shared_ptr<Tensor>(std::move(lane_->buffer));  // never freed, on purpose
       if (keep_) new std::shared_ptr<Tensor>(std::move(keep_));  // the all-gather sends from it
     }

@@ -8,7 +8,9 @@
 # - Fortran (sim_train.f90): one simulating rank, one training; losses equal `ztrain train` on 1 rank;
 # - Python (ctypes, train_numpy.py): one process from NumPy arrays: the same losses, evaluation,
 #   the metrics, a learning rate set from Python, and a checkpoint loaded back;
-# - bad use (bad_use.c, 2 ranks): each an error status with its message, the host going on;
+# - bad use (bad_use.c, 2 ranks): each an error status with its message, the host going on; a batch
+#   without targets skipped (loss NaN); a second thread's calls refused while one is in; a trainer
+#   destroyed after MPI_Finalize;
 # - only zt_* symbols exported.
 # usage: test_api.sh BUILD_DIR MPIRUN ZTRAIN
 set -u
@@ -43,7 +45,7 @@ others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^zt_')
 mpicc -std=c11 -Wall -Wextra -Wpedantic -Werror "$here/api/sim_train.c" -o "$dir/sim_train" $flags \
   || fail "sim_train.c does not build against the installed library"
 # shellcheck disable=SC2086
-mpicc -std=c11 -Wall -Wextra -Wpedantic -Werror "$here/api/bad_use.c" -o "$dir/bad_use" $flags -lm \
+mpicc -std=c11 -Wall -Wextra -Wpedantic -Werror "$here/api/bad_use.c" -o "$dir/bad_use" $flags -lm -pthread \
   || fail "bad_use.c does not build against the installed library"
 # shellcheck disable=SC2086
 (cd "$dir" && mpifort -std=f2018 -Wall -Wno-missing-include-dirs "$dir/root$includedir/ztrain/ztrain.f90" "$here/api/sim_train.f90" \

@@ -18,6 +18,12 @@
  *
  * Process-wide effects: a trainer sets the OpenMP thread count (train.threads; 0 shares the host's
  * cores among the ranks on it), and with MPI needs MPI_THREAD_MULTIPLE.
+ *
+ * Threads: a trainer takes one call at a time. A call on a trainer that another thread's call is
+ * still in (or made from inside its log callback) returns ZT_ERR_ARGUMENT, "in use by another
+ * thread", and changes nothing, zt_trainer_destroy included; the trainer stays usable. Different
+ * trainers may be called from different threads. zt_last_error() is the calling thread's.
+ * zt_trainer_destroy may follow MPI_Finalize: it then frees the trainer without calling MPI.
  */
 #ifndef ZTRAIN_ZTRAIN_H
 #define ZTRAIN_ZTRAIN_H
@@ -37,7 +43,7 @@ extern "C" {
 
 /* The API's version: raised by any change to a declaration or a documented behaviour here.
  * zt_api_version() says which the library was built with. */
-#define ZT_API_VERSION 1
+#define ZT_API_VERSION 2  /* 2: one call at a time per trainer; a step without targets skipped, loss NaN */
 
 #if defined(__GNUC__)
 #define ZT_API __attribute__((visibility("default")))
@@ -65,7 +71,9 @@ typedef struct zt_trainer zt_trainer;
 typedef struct zt_step_result {
   int32_t stepped;     /* 1: the optimizer stepped (the last micro-batch of an accumulation), else 0 */
   int32_t step;        /* optimizer steps taken so far (a loaded checkpoint's included) */
-  double loss;         /* the step's loss, the mean over its micro-batches and ranks; NaN until it stepped */
+  double loss;         /* the step's loss, the mean over its micro-batches and ranks; NaN until it stepped,
+                        * and NaN for a step whose global batch held no target (every one -1): that step
+                        * is skipped, nothing is updated */
   double lr;           /* the step's learning rate */
   double grad_norm;    /* before clipping */
   double ms;           /* the step's time, from its first micro-batch's forward */
@@ -91,9 +99,10 @@ ZT_API zt_status zt_trainer_create(const char* config, MPI_Comm comm, zt_trainer
 ZT_API zt_status zt_trainer_create_f(const char* config, int32_t fortran_comm, zt_trainer** out);
 /* One process, without MPI (it need not be initialized). */
 ZT_API zt_status zt_trainer_create_local(const char* config, zt_trainer** out);
-/* Collective. Frees everything the trainer holds (an optimizer update still running finishes
- * first); once the last trainer is gone, the memory kept for reuse goes back to the system too.
- * NULL is a no-op; an unknown handle is ZT_ERR_ARGUMENT. */
+/* Collective (alone after MPI_Finalize: then nothing of MPI is called). Frees everything the trainer
+ * holds (an optimizer update still running finishes first); once the last trainer is gone, the
+ * memory kept for reuse goes back to the system too. NULL is a no-op; an unknown handle, or one
+ * another thread's call is in, is ZT_ERR_ARGUMENT. */
 ZT_API zt_status zt_trainer_destroy(zt_trainer* t);
 
 /* Collective. One micro-batch of train_micro_batch_size_per_gpu (B) rows of data.seq_len (T)
@@ -109,7 +118,8 @@ ZT_API zt_status zt_trainer_step_data(zt_trainer* t, zt_step_result* result);
  * data.train, validation, checkpoints, train.save_model; its lines through the log callback. */
 ZT_API zt_status zt_trainer_run(zt_trainer* t);
 /* Collective. The loss of one micro-batch (shaped as zt_trainer_step's) over the ranks, without
- * gradients; tokens NULL: the mean over the configured validation data (train.val_batches). */
+ * gradients; tokens NULL: the mean over the configured validation data (train.val_batches). NaN
+ * when no rank's batch holds a target (every one -1). */
 ZT_API zt_status zt_trainer_eval(zt_trainer* t, const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T,
                                  double* loss);
 /* Collective. A checkpoint of this point as dir/step_<step> (NULL: checkpoint.dir), the layout

@@ -7,7 +7,10 @@
 // state unknown (a step, a load or a collective that failed part-way) marks the trainer failed:
 // from then on only zt_trainer_destroy is answered. The errors a call checks before it changes
 // anything (a batch's shape and tokens, agreed over the ranks; a checkpoint or model file that
-// cannot be written) leave it usable.
+// cannot be written) leave it usable. A trainer takes one call at a time: the live check and the
+// claim of the trainer (`busy`) are one step under the live set's lock, so a second thread's call
+// while one runs (or a call from inside a log callback) is ZT_ERR_ARGUMENT and touches nothing,
+// and zt_trainer_destroy cannot free a trainer another call is in.
 #include <unistd.h>
 
 #include <cmath>
@@ -35,6 +38,7 @@ struct zt_trainer {
   // ([Note: masked loss] in runtime/train/trainer.cpp counts every micro-batch first).
   std::vector<int32_t> tokens, targets;
   std::string failed;         // why the trainer failed; empty while it is usable
+  bool busy = false;          // a call is in it ([Note: the C boundary]); under g_live_mutex
   std::string metrics = "{}";  // the last step's metrics line
   // Where rank 0's lines go (zt_trainer_set_log); empty: nowhere.
   std::function<void(const std::string&)> log = [](const std::string& line) { zt::write_line(STDOUT_FILENO, line); };
@@ -48,15 +52,41 @@ thread_local std::string g_error;
 std::mutex g_live_mutex;
 std::unordered_set<const zt_trainer*> g_live;
 
-bool live(const zt_trainer* t) {
-  std::lock_guard lock(g_live_mutex);
-  return t && g_live.count(t) > 0;
-}
-
 zt_status fail_with(zt_status status, const std::string& message) {
   g_error = message;
   return status;
 }
+
+const char* const kInUse = "the trainer is in use by another thread (or by the call whose log callback made this one): "
+                           "a trainer takes one call at a time";
+
+// The calling thread's hold on a live trainer for one call ([Note: the C boundary]): status() is
+// ZT_OK when held, else the error (already in g_error), and nothing of the trainer was touched.
+class Claim {
+ public:
+  Claim(zt_trainer* t, const char* call) : t_(t) {
+    std::lock_guard lock(g_live_mutex);
+    if (!t || g_live.count(t) == 0)
+      status_ = fail_with(ZT_ERR_ARGUMENT, std::string(call) + ": " + (t ? "not a live trainer (destroyed, or never made by "
+                                                                           "zt_trainer_create)" : "the trainer is NULL"));
+    else if (t->busy)
+      status_ = fail_with(ZT_ERR_ARGUMENT, std::string(call) + ": " + kInUse);
+    else
+      t->busy = true;
+  }
+  ~Claim() {
+    if (status_ != ZT_OK) return;
+    std::lock_guard lock(g_live_mutex);
+    t_->busy = false;
+  }
+  Claim(const Claim&) = delete;
+  Claim& operator=(const Claim&) = delete;
+  zt_status status() const { return status_; }
+
+ private:
+  zt_trainer* t_;
+  zt_status status_ = ZT_OK;
+};
 
 // The status an exception stands for ([Note: the C boundary]); its message into g_error.
 zt_status status_of_current_exception(const std::string& call) {
@@ -90,9 +120,8 @@ zt_status status_of_current_exception(const std::string& call) {
 template <class F>
 zt_status with_trainer(zt_trainer* t, const char* call, std::initializer_list<zt_status> survivable, F&& body) {
   g_error.clear();
-  if (!live(t))
-    return fail_with(ZT_ERR_ARGUMENT, std::string(call) + ": " + (t ? "not a live trainer (destroyed, or never made by "
-                                                                      "zt_trainer_create)" : "the trainer is NULL"));
+  const Claim claim(t, call);
+  if (claim.status() != ZT_OK) return claim.status();
   if (!t->failed.empty())
     return fail_with(ZT_ERR_FAILED, std::string(call) + ": the trainer failed earlier (" + t->failed +
                                         "); zt_trainer_destroy is all it takes now");
@@ -212,9 +241,11 @@ ZT_API zt_status zt_trainer_destroy(zt_trainer* t) {
   if (!t) return ZT_OK;
   {
     std::lock_guard lock(zt::api::g_live_mutex);
-    if (zt::api::g_live.erase(t) == 0)
+    if (zt::api::g_live.count(t) == 0)
       return zt::api::fail_with(ZT_ERR_ARGUMENT, "zt_trainer_destroy: not a live trainer (destroyed already, or never "
                                                  "made by zt_trainer_create)");
+    if (t->busy) return zt::api::fail_with(ZT_ERR_ARGUMENT, std::string("zt_trainer_destroy: ") + zt::api::kInUse);
+    zt::api::g_live.erase(t);
   }
   try {
     zt::Allocator& device = t->trainer->comm().memory();
@@ -279,8 +310,8 @@ ZT_API zt_status zt_trainer_eval(zt_trainer* t, const int32_t* tokens, const int
     if (!tokens) {
       zt::agreed<zt::ConfigError>(tr.host_comm(), "checking the validation data", [&] {
         if (!tr.has_validation())
-          throw zt::ConfigError("zt_trainer_eval: no validation data is configured (data.val, or data.train of bytes "
-                                "or chat data): pass a batch");
+          throw zt::ConfigError("zt_trainer_eval: no validation data is configured (data.val, or with train.val_interval "
+                                "> 0 the held-out data.val_fraction of bytes or chat data.train): pass a batch");
       });
       *loss = tr.validate();
       return;
@@ -327,7 +358,8 @@ ZT_API zt_status zt_trainer_export(zt_trainer* t, const char* format, const char
 
 ZT_API zt_status zt_trainer_metrics(zt_trainer* t, const char** json) {
   zt::api::g_error.clear();
-  if (!zt::api::live(t)) return zt::api::fail_with(ZT_ERR_ARGUMENT, "zt_trainer_metrics: not a live trainer");
+  const zt::api::Claim claim(t, "zt_trainer_metrics");
+  if (claim.status() != ZT_OK) return claim.status();
   if (!json) return zt::api::fail_with(ZT_ERR_ARGUMENT, "zt_trainer_metrics: json is NULL");
   *json = t->metrics.c_str();  // a failed trainer's last metrics are still worth reading
   return ZT_OK;

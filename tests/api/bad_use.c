@@ -2,11 +2,14 @@
  * survives and destroys the trainer cleanly. Every rank runs the one-process checks on trainers of
  * its own (zt_trainer_create_local); with several ranks, a communicator whose ranks disagree on the
  * config follows. Prints each failed check; exits 1 if any failed.
+ * A trainer called from a second thread while a call is in it answers "in use" and survives; one
+ * on MPI_COMM_WORLD is destroyed after MPI_Finalize without calling MPI.
  *   mpirun -np 2 bad_use SCRATCH_DIR
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <mpi.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,31 @@ static void expect(zt_status got, zt_status want, const char* text, const char* 
     printf("FAIL: %s: got %s \"%s\", expected %s with \"%s\"\n", what, zt_status_name(got), msg, zt_status_name(want), text);
     ++failures;
   }
+}
+
+/* A second thread's calls while the first is inside zt_trainer_save: its log callback (run inside
+ * the save) hands over to the main thread and waits until that one has made its calls. */
+struct handover {
+  pthread_mutex_t m;
+  pthread_cond_t cv;
+  int inside, done;
+  zt_trainer* t;
+  zt_status saved;
+  char dir[4096];
+};
+static void hold_inside(void* user, const char* line) {
+  (void)line;
+  struct handover* h = user;
+  pthread_mutex_lock(&h->m);
+  h->inside = 1;
+  pthread_cond_broadcast(&h->cv);
+  while (!h->done) pthread_cond_wait(&h->cv, &h->m);
+  pthread_mutex_unlock(&h->m);
+}
+static void* save_in_thread(void* user) {
+  struct handover* h = user;
+  h->saved = zt_trainer_save(h->t, h->dir);
+  return NULL;
 }
 
 #define B 2
@@ -77,6 +105,48 @@ static void one_process(const char* scratch, int rank) {
   snprintf(path, sizeof path, "%s/model_%d.bin", scratch, rank);  /* each rank its own files */
   expect(zt_trainer_export(t, "llmc", path), ZT_OK, "", "an export after the failed save");
   expect(zt_trainer_step(t, tokens, targets, B, T, &r), ZT_OK, "", "a step after the failed save");
+  /* A batch without one target (every one -1): the step is skipped, its loss NaN, never 0. */
+  int32_t none[B * T];
+  for (int i = 0; i < B * T; ++i) none[i] = -1;
+  const int32_t before = r.step;
+  expect(zt_trainer_step(t, tokens, none, B, T, &r), ZT_OK, "", "a step without targets");
+  if (!r.stepped || r.step != before + 1 || !isnan(r.loss)) {
+    printf("FAIL: the step without targets: stepped %d step %d loss %g (expected NaN)\n", r.stepped, r.step, r.loss);
+    ++failures;
+  }
+  const char* skipped = NULL;
+  expect(zt_trainer_metrics(t, &skipped), ZT_OK, "", "metrics of the step without targets");
+  if (!skipped || !strstr(skipped, "\"no_targets\":true") || !strstr(skipped, "\"loss\":null")) {
+    printf("FAIL: the step without targets' metrics: %s\n", skipped ? skipped : "(null)");
+    ++failures;
+  }
+  double eval_loss = 0;
+  expect(zt_trainer_eval(t, tokens, none, B, T, &eval_loss), ZT_OK, "", "an evaluation without targets");
+  if (!isnan(eval_loss)) { printf("FAIL: an evaluation without targets gave %g, not NaN\n", eval_loss); ++failures; }
+  expect(zt_trainer_step(t, tokens, targets, B, T, &r), ZT_OK, "", "a step after the one without targets");
+  if (!isfinite(r.loss)) { printf("FAIL: the step after the one without targets: loss %g\n", r.loss); ++failures; }
+  /* Another thread's call while a save is inside its log callback: "in use", nothing changed. */
+  struct handover h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, t, ZT_ERR_RUNTIME, ""};
+  snprintf(h.dir, sizeof h.dir, "%s/threads_%d", scratch, rank);
+  expect(zt_trainer_set_log(t, hold_inside, &h), ZT_OK, "", "a log callback that waits");
+  pthread_t other;
+  pthread_create(&other, NULL, save_in_thread, &h);
+  pthread_mutex_lock(&h.m);
+  while (!h.inside) pthread_cond_wait(&h.cv, &h.m);
+  pthread_mutex_unlock(&h.m);
+  const int32_t step_before = r.step;
+  expect(zt_trainer_step(t, tokens, targets, B, T, &r), ZT_ERR_ARGUMENT, "in use by another thread", "a step while another thread saves");
+  expect(zt_trainer_metrics(t, &skipped), ZT_ERR_ARGUMENT, "in use by another thread", "metrics while another thread saves");
+  expect(zt_trainer_destroy(t), ZT_ERR_ARGUMENT, "in use by another thread", "destroy while another thread saves");
+  pthread_mutex_lock(&h.m);
+  h.done = 1;
+  pthread_cond_broadcast(&h.cv);
+  pthread_mutex_unlock(&h.m);
+  pthread_join(other, NULL);
+  if (h.saved != ZT_OK) { printf("FAIL: the save in the other thread: %s\n", zt_status_name(h.saved)); ++failures; }
+  expect(zt_trainer_set_log(t, NULL, NULL), ZT_OK, "", "the trainer usable after the calls it refused");
+  expect(zt_trainer_step(t, tokens, targets, B, T, &r), ZT_OK, "", "a step after the calls it refused");
+  if (r.step != step_before + 1) { printf("FAIL: the refused step counted: step %d after %d\n", r.step, step_before); ++failures; }
   /* The log goes where zt_trainer_set_log says, and nowhere after NULL. */
   struct log_seen seen = {0, ""};
   expect(zt_trainer_set_log(t, count_line, &seen), ZT_OK, "", "setting a log callback");
@@ -127,7 +197,11 @@ int main(int argc, char** argv) {
     expect(zt_trainer_create(kConfig, MPI_COMM_WORLD, &t), ZT_OK, "", "ranks that agree, after");
     expect(zt_trainer_destroy(t), ZT_OK, "", "destroy the agreed trainer");
   }
-  printf("rank %d: %d failed checks\n", rank, failures);
+  /* A trainer on MPI_COMM_WORLD outlives MPI: destroyed after MPI_Finalize, it calls no MPI. */
+  zt_trainer* outlives = NULL;
+  expect(zt_trainer_create(kConfig, MPI_COMM_WORLD, &outlives), ZT_OK, "", "a trainer destroyed after MPI_Finalize");
   MPI_Finalize();
+  expect(zt_trainer_destroy(outlives), ZT_OK, "", "destroy after MPI_Finalize");
+  printf("rank %d: %d failed checks\n", rank, failures);
   return failures ? 1 : 0;
 }

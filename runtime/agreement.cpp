@@ -79,6 +79,12 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c
   add("data.seq_len", d.seq_len);
   add("data.shuffle", d.shuffle);
   add("data.val_fraction", d.val_fraction);
+  // Chat data is rendered and tokenized on each rank: ranks given other tokenizers, templates,
+  // packing or system messages would train on other rows than the ones they count together.
+  add("data.tokenizer", d.tokenizer);
+  add("data.chat_template", d.chat_template);
+  add("data.packing", d.packing);
+  add("data.system", d.system);
 
   const TrainConfig& t = c.train;
   add("train.steps", t.steps);
@@ -90,6 +96,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c
   add("train.resume", t.resume);
   add("train.device", t.device);
   add("train.skip_nonfinite_steps", t.skip_nonfinite_steps);
+  add("train.attention", t.attention);
 
   add("train_micro_batch_size_per_gpu", c.micro_batch);
   add("gradient_accumulation_steps", c.grad_accum);
@@ -138,6 +145,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c
   add("lora.target_modules", l.target_modules);
   add("lora.init", l.init);
   add("lora.use_rslora", l.use_rslora);
+  add("lora.init_from", l.init_from);
   // Where the states live and in what order they move; the paths and pinning are the host's.
   add(zo + "offload_optimizer.device", z.offload_optimizer.device);
   add(zo + "offload_optimizer.buffer_count", z.offload_optimizer.buffer_count);

@@ -76,6 +76,29 @@ TEST_CASE("a setting that decides the run changes its own entry, and only that")
   }
 }
 
+// Chat data is rendered and tokenized on every rank, and the attention kernels decide the numbers:
+// each of these keys once slipped past the agreement.
+TEST_CASE("chat data's rendering, the attention kernels and the adapters' start are agreed on") {
+  const Settings chat = settings_with({"data.format=chat", "data.tokenizer=a/tokenizer.json"});
+  const std::pair<std::string, std::string> cases[] = {
+      {"data.tokenizer=b/tokenizer.json", "data.tokenizer"},
+      {"data.chat_template=llama3", "data.chat_template"},
+      {"data.packing=true", "data.packing"},
+      {"data.system=Be brief.", "data.system"},
+  };
+  for (const auto& c : cases) {
+    const std::string& set = c.first;
+    CAPTURE(set);
+    CHECK(changed(chat, settings_with({"data.format=chat", "data.tokenizer=a/tokenizer.json", set})) ==
+          std::vector<std::string>{c.second});
+  }
+  const Settings cuda = settings_with({"train.device=cuda"});
+  CHECK(changed(cuda, settings_with({"train.device=cuda", "train.attention=cudnn"})) ==
+        std::vector<std::string>{"train.attention"});
+  const Settings lora = settings_with({"lora.r=4"});
+  CHECK(changed(lora, settings_with({"lora.r=4", "lora.init_from=adapter"})) == std::vector<std::string>{"lora.init_from"});
+}
+
 TEST_CASE("a rank's own settings change nothing the ranks agree on") {
   const Settings base = settings_with({});
   for (const std::string set :

@@ -1,5 +1,6 @@
 #include "models/gguf_format.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -94,6 +95,23 @@ GgufModel read_gguf_model(const GgufFile& f) {
                  " rows");
   }
   if (!vocab) throw fail("no " + a + ".vocab_size");
+  if (embd && embd->shape.size() == 2 && embd->shape[1] != d.n_embd)
+    throw fail(a + ".embedding_length " + std::to_string(d.n_embd) + " disagrees with token_embd.weight's " +
+               std::to_string(embd->shape[1]) + " columns");
+  // The blocks the tensors hold (blk.<i>.*): the model is sized from block_count, so an absurd one
+  // is named here rather than as the memory it would take.
+  int64_t blocks = 0;
+  for (const TensorFileEntry& e : f.entries()) {
+    if (!e.name.starts_with("blk.")) continue;
+    const size_t dot = e.name.find('.', 4);
+    const std::string index = e.name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
+    if (!index.empty() && index.size() < 10 && index.find_first_not_of("0123456789") == std::string::npos)
+      blocks = std::max<int64_t>(blocks, std::stoll(index) + 1);
+  }
+  if (blocks != d.n_layer)
+    throw fail(a + ".block_count " + std::to_string(d.n_layer) + " disagrees with the tensors, which hold " +
+               (blocks ? std::to_string(blocks) + (blocks == 1 ? " block" : " blocks") + " (blk.0 to blk." + std::to_string(blocks - 1) + ")"
+                      : "no block"));
   d.vocab_size = *vocab;
   d.padded_vocab_size = padded_vocab(d.vocab_size);
   d.rms_norm_eps = f.meta_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);

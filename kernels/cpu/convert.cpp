@@ -30,6 +30,7 @@ void f16_to_f32(float* out, const uint16_t* in, size_t n) {
 }
 
 void cast(void* out, DType to, const void* in, DType from, size_t n) {
+  if (n == 0) return;  // empty buffers may be null, which memcpy may not be given even for 0 bytes
   if (to == from && (to == DType::f32 || to == DType::bf16 || to == DType::f16)) {
     std::memcpy(out, in, n * dtype_size(to));
     return;

@@ -117,6 +117,7 @@ class SafetensorsWriter final : public PositionedWriter {
       const float* src = params + p.offset;
       const int64_t rows = place.rows, cols = shape_numel(p.shape) / p.shape[0];
       const size_t n = static_cast<size_t>(rows * cols);
+      if (n == 0) continue;  // another shard's rows, or none below hf_rows: nothing to convert
       if (place.transposed) {  // (out, in) to Conv1D's (in, out)
         scratch_.resize(n);
         for (int64_t r = 0; r < rows; ++r)
@@ -125,7 +126,7 @@ class SafetensorsWriter final : public PositionedWriter {
       }
       out_.resize(n * es);
       cpu::cast(out_.data(), dtype_, src, DType::f32, n);
-      if (n) file_->write_at(out_.data(), out_.size(), base_ + place.offset);
+      file_->write_at(out_.data(), out_.size(), base_ + place.offset);
     }
   }
 

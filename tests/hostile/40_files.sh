@@ -33,7 +33,7 @@ from_refused() {  # from_refused NAME PATTERN FILE: a run starting from FILE end
 }
 
 # ---- foreign files: GGUF ------------------------------------------------------------------------
-for kind in good overlap vocab nan; do
+for kind in good overlap vocab blocks nan; do
   /usr/bin/python3 "$here_files/tiny_gguf.py" "$fx/$kind.gguf" "$kind" || fail "files: tiny_gguf.py $kind failed"
 done
 probe files_gguf_good 0 30 "step +2/2" -- "$ztrain" train "${llama[@]}" --init-from "$fx/good.gguf"
@@ -41,6 +41,8 @@ from_refused files_gguf_overlap "gguf '$fx/overlap.gguf': tensor 'blk.0.attn_q.w
   "$fx/overlap.gguf"
 from_refused files_gguf_vocab "gguf '$fx/vocab.gguf': llama.vocab_size 2147483647 disagrees with token_embd.weight's 256 rows" \
   "$fx/vocab.gguf"
+from_refused files_gguf_blocks "gguf '$fx/blocks.gguf': llama.block_count 2147483647 disagrees with the tensors, which hold 1 block \(blk.0 to blk.0\)" \
+  "$fx/blocks.gguf"
 from_refused files_gguf_nan "'$fx/nan.gguf': tensor 'blk.0.attn_q.weight' holds NaN at element 35: the starting weights are not finite" \
   "$fx/nan.gguf"
 
@@ -161,10 +163,10 @@ probe files_export_after_kill 0 30 "exported" -- "$ztrain" export --checkpoint "
 [ -z "$(ls "$fx/wexp" | grep '\.tmp-')" ] || fail "files_export_after_kill: the killed export's temporary files remain: $(ls "$fx/wexp" | tr '\n' ' ')"
 
 # ---- tokenize -----------------------------------------------------------------------------------
-# A corpus appears whole or not at all: shards of 20,000 tokens from 5 MB, stopped by SIGINT or
+# A corpus appears whole or not at all: shards of 20,000 tokens from 2.4 MB, stopped by SIGINT or
 # SIGKILL once two shards are complete, leave no train_*.bin a loader would read; the next run
 # into the folder sweeps the killed one's temporary files and writes the corpus.
-for _ in $(seq 20); do cat /usr/share/common-licenses/*; done > "$fx/corpus.txt"
+for _ in $(seq 10); do cat /usr/share/common-licenses/*; done > "$fx/corpus.txt"
 tok=(tokenize --tokenizer /usr/local/share/ztrain/gpt2.tiktoken --shard-tokens 20000 --threads 1)
 probe files_tokenize_sigint 0 60 "^status 130 holds \[\]$" -- bash "$fx/interrupt.sh" INT "$fx/toks" 3 -- \
   "$ztrain" "${tok[@]}" --out "$fx/toks" "$fx/corpus.txt"
@@ -175,9 +177,9 @@ grep -q "train_000000.bin \|train_000000.bin\]" "$dir/files_tokenize_sigkill.out
 probe files_tokenize_after_kill 0 120 "train_000000.bin" -- "$ztrain" "${tok[@]}" --out "$fx/toks" "$fx/corpus.txt"
 [ -z "$(ls "$fx/toks" | grep '\.tmp-')" ] || fail "files_tokenize_after_kill: temporary shards remain: $(ls "$fx/toks" | head -n 3)"
 
-# BPE in n log n ([Note: merging in n log n]): a 1 MB line of base64 and a 5 MB line of letters
+# BPE in n log n ([Note: merging in n log n]): a 1 MB line of base64 and a 2 MB line of letters
 # (once 52 s for 400 KB) tokenize within the bound.
 /usr/bin/python3 -c "import base64, os, sys; sys.stdout.write(base64.b64encode(os.urandom(750000)).decode() + '\n')" > "$fx/b64.txt"
-printf '%*s\n' 5000000 '' | tr ' ' 'q' > "$fx/letters.txt"
+printf '%*s\n' 2000000 '' | tr ' ' 'q' > "$fx/letters.txt"
 probe files_tokenize_long_lines 0 60 "train_000000.bin" -- \
   "$ztrain" tokenize --tokenizer /usr/local/share/ztrain/gpt2.tiktoken --out "$fx/long" "$fx/b64.txt" "$fx/letters.txt"

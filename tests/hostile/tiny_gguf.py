@@ -3,9 +3,10 @@
 for tests/hostile/40_files.sh: 1 block, n_embd 32, 2 heads (1 key/value head), a vocabulary of 256
 (byte-level data trains on it), F32 tensors.
 
-    tiny_gguf.py OUT [good | overlap | vocab | nan]
+    tiny_gguf.py OUT [good | overlap | vocab | blocks | nan]
       overlap: attn_q's data offset made attn_k's (two tensors over the same bytes)
       vocab:   llama.vocab_size 2147483647 (the embedding has 256 rows)
+      blocks:  llama.block_count 2147483647 (the tensors hold one block)
       nan:     one weight of attn_q NaN
 """
 import struct
@@ -41,7 +42,7 @@ if kind == "nan":
     tensors["blk.0.attn_q.weight"][1, 3] = np.nan
 
 writer = gguf.GGUFWriter(out, "llama")
-writer.add_uint32("llama.block_count", 1)
+writer.add_uint32("llama.block_count", 2147483647 if kind == "blocks" else 1)
 writer.add_uint32("llama.embedding_length", C)
 writer.add_uint32("llama.feed_forward_length", F)
 writer.add_uint32("llama.attention.head_count", H)

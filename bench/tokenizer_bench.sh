@@ -3,9 +3,10 @@
 # documents: single-thread MB/s of each (bench/tokenizer_bench, tests/ref/tokenizer_ref.py bench;
 # each document encoded on its own, best of three passes) for GPT-2, SmolLM2 and a Llama-3-style
 # tokenizer, on English text (/usr/share/common-licenses, 8 copies) and on a multilingual text
-# (scripts, emoji, digits, whitespace runs; 400 copies); then `ztrain tokenize`'s whole-command
-# rate (files to shards) on 1 thread and on every core.
-#   bench/tokenizer_bench.sh [build-dir]
+# (scripts, emoji, digits, whitespace runs; 400 copies), and on long lines (a 1 MB line of base64
+# and a 2 MB line of random letters: one piece each, where a quadratic merge shows); then `ztrain
+# tokenize`'s whole-command rate (files to shards) on 1 thread and on every core.
+#   [CORPORA="english multilingual long"] bench/tokenizer_bench.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -19,16 +20,22 @@ pythons=(/usr/bin/python3)
 
 /usr/bin/python3 "$ref" make "$work/ref" /usr/local/share/ztrain/gpt2.tiktoken \
   /usr/local/share/ztrain/SmolLM2-135M-Instruct.Q4_1.gguf > /dev/null
-mkdir -p "$work/english" "$work/multilingual"
+corpora=(${CORPORA:-english multilingual long})
+mkdir -p "$work/english" "$work/multilingual" "$work/long"
 for k in 1 2 3 4 5 6 7 8; do
   for f in /usr/share/common-licenses/*; do [ -L "$f" ] || cp "$f" "$work/english/$(basename "$f").$k"; done
 done
 for k in $(seq 400); do cp "$work/ref/multilingual.txt" "$work/multilingual/$k.txt"; done
+/usr/bin/python3 -c "import base64, random, sys
+random.seed(1)
+open(sys.argv[1], 'w').write(base64.b64encode(random.randbytes(750000)).decode() + '\\n')
+open(sys.argv[2], 'w').write(''.join(random.choices('abcdefghijklmnopqrstuvwxyz', k=2000000)) + '\\n')" \
+  "$work/long/base64.txt" "$work/long/letters.txt"
 
 echo "host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(date -u +%F)"
 printf '%-8s %-13s %-34s %10s %10s %7s\n' tokenizer corpus reference "HF MB/s" "ztrain MB/s" ratio
 for name in gpt2 smollm2 llama3; do
-  for corpus in english multilingual; do
+  for corpus in "${corpora[@]}"; do
     zt=$("$build/bench/tokenizer_bench" "$work/ref/$name/tokenizer.json" "$work/$corpus"/* | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['mb_per_s'])")
     for py in "${pythons[@]}"; do
       version=$("$py" -c "import tokenizers; print(tokenizers.__version__)")

@@ -18,6 +18,7 @@ packages=(
   python3-pip                                     # safetensors (below), which Debian does not package
   python3-venv                                    # the benchmarks' peers (scripts/install-peers.sh)
   fio                                             # the I/O yardstick for the offload benchmarks
+  strace                                          # tests/test_launch.sh's one-write-per-error-line check
   clang libclang-rt-14-dev llvm                   # the sanitizer and libFuzzer build (scripts/fuzz.sh)
 )
 

@@ -6,7 +6,8 @@
 #      engine issues, in the scheduler's order and sizes;
 #   2. on a free network the step is its compute, and the ops' flops are the model's count (less
 #      the norms' weights, which multiply nothing); with free compute it is its communication;
-#      with polled progress it is both end to end;
+#      with polled progress it is both end to end; on a nominal device a tiny GPT-2's MFU passes
+#      100% (the formula counts its position table) and says why, while HFU stays within it;
 #   3. on the H100 cluster of bench/clusters/, hybrid sharding beats a world-wide FULL_SHARD ring
 #      at 4096 ranks, and the trace is a Chrome trace of the step;
 #   4. bad cluster files and flags are named.
@@ -92,6 +93,7 @@ if abs(net["step_s"] - net["compute_s"]) > 1e-9 * net["step_s"]: bad.append("fre
 ops = net["compute_s"] * 1e9
 model = net["model_flops"] - 6 * (4 * 2 * 64 + 64) * net["tokens_per_step"]
 if abs(ops - model) > 1e-6 * model: bad.append("the ops' flops %g != the model's %g" % (ops, model))
+if abs(net["executed_flops"] - ops) > 1e-6 * ops: bad.append("executed flops %g != the ops' %g" % (net["executed_flops"], ops))
 if comp["compute_s"] > 1e-9: bad.append("free compute: compute %g s" % comp["compute_s"])
 if abs(comp["step_s"] - comp["exposed_comm_s"]) > 1e-9 * comp["step_s"]: bad.append("free compute: step %g != exposed %g" % (comp["step_s"], comp["exposed_comm_s"]))
 busy = sum(comp["comm_s"].values())
@@ -100,6 +102,39 @@ if abs(comp["step_s"] - busy) > 1e-6 * busy: bad.append("free compute: step %g !
 comm = sum(polled["comm_s"].values())
 if abs(polled["step_s"] - polled["compute_s"] - comm) > 1e-9 * polled["step_s"] or abs(polled["exposed_comm_s"] - comm) > 1e-9 * comm:
     bad.append("polled: step %g != compute %g + communication %g (exposed %g)" % (polled["step_s"], polled["compute_s"], comm, polled["exposed_comm_s"]))
+for b in bad: print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
+
+# MFU and HFU on a nominal device (flops = bandwidth = 1e9, no efficiencies) and a GPT-2 of 130k
+# parameters whose position table (a lookup) the formula counts: MFU passes 100% and the table
+# says why; HFU, the flops the ops execute, never does ([Note: MFU and HFU]).
+cat > "$dir/nominal.json" <<JSON
+{"devices_per_node": 1, "device": {"flops": 1e9, "memory_bandwidth": 1e9}, "links": {"intra": {"bandwidth": 1e9, "latency": 0}}}
+JSON
+cat > "$dir/tiny_gpt2.json" <<JSON
+{"model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "max_seq_len": 256},
+ "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 256}, "train_micro_batch_size_per_gpu": 4}
+JSON
+for ac in none full; do
+  args=(--config "$dir/tiny_gpt2.json" --cluster "$dir/nominal.json")
+  [ $ac = full ] && args+=(--set 'activation_checkpointing={}')
+  "$ztrain" simulate "${args[@]}" --format json > "$dir/nominal_$ac.sim" 2>&1 || fail "nominal $ac: $(cat "$dir/nominal_$ac.sim")"
+  "$ztrain" simulate "${args[@]}" > "$dir/nominal_$ac.txt" 2>&1 || fail "nominal $ac: $(cat "$dir/nominal_$ac.txt")"
+done
+/usr/bin/python3 - "$dir" <<'PY' || fail "MFU and HFU: see above"
+import json, sys
+d = sys.argv[1]
+bad = []
+for ac in ("none", "full"):
+    s = json.load(open(f"{d}/nominal_{ac}.sim"))
+    if not 0 < s["hfu"] <= 1: bad.append(f"{ac}: HFU {s['hfu']:.4f} outside (0, 1]")
+    if abs(s["hfu"] - s["executed_flops"] / s["step_s"] / 1e9) > 1e-9: bad.append(f"{ac}: HFU is not the executed flops over the step")
+none, full = (json.load(open(f"{d}/nominal_{ac}.sim")) for ac in ("none", "full"))
+if not none["mfu"] > 1: bad.append(f"MFU {none['mfu']:.4f}: the case meant to pass 100% does not")
+if not full["executed_flops"] > none["executed_flops"]: bad.append("recompute adds no executed flops")
+text = open(f"{d}/nominal_none.txt").read()
+if "above 100%: the formula counts 6 flops a token for every parameter" not in text: bad.append("the table does not say why MFU passes 100%")
 for b in bad: print("FAIL:", b)
 sys.exit(1 if bad else 0)
 PY

@@ -60,7 +60,17 @@ struct Simulation {
   std::map<std::string, double> flat_work_s;  // of which the engine's own work, by kind ("adamw", "zero", ...)
   double tokens_per_step = 0;  // per rank
   double model_flops = 0;      // per rank per step, Model::flops_per_token (no recompute)
-  double tokens_per_s_per_device = 0, mfu = 0;
+  double executed_flops = 0;   // per rank per step, what the ops report ([Note: op costs]), recompute included
+  // [Note: MFU and HFU] MFU is the model's flops by formula (llm.c's and PaLM's convention: 6 a
+  // parameter a token, every parameter, plus attention's products) over the step's time at the
+  // device's peak; HFU the flops the step's ops execute (GEMMs and attention, causal halves,
+  // recompute included) over the same. HFU cannot pass 100%: every op takes at least its flops at
+  // the peak (efficiencies are at most 1). MFU can, on a small model: the formula's 6 a parameter
+  // counts parameters that multiply nothing (GPT-2's position table is a lookup; norms and biases
+  // add), which a 124M model's 0.6% hides and a 130k-parameter one's 11% does not. Both are
+  // reported, as Megatron and PaLM report them; neither is capped, since a capped number would
+  // hide where the formula and the ops part.
+  double tokens_per_s_per_device = 0, mfu = 0, hfu = 0;
   size_t peak_bytes = 0;  // per rank
   std::vector<SimulatedSpan> spans;
 };

@@ -36,7 +36,14 @@ void raise_to(std::atomic<size_t>& peak, size_t value) {
 void MemAccounting::add(MemCategory c, size_t bytes) {
   const size_t i = static_cast<size_t>(c);
   raise_to(peak_[i], current_[i].fetch_add(bytes, std::memory_order_relaxed) + bytes);
-  raise_to(total_peak_, total_.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+  const size_t total = total_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  raise_to(total_peak_, total);
+  raise_to(reserved_peak_, total + cached_.load(std::memory_order_relaxed));
+}
+
+void MemAccounting::set_cached(size_t bytes) {
+  cached_.store(bytes, std::memory_order_relaxed);
+  raise_to(reserved_peak_, total_.load(std::memory_order_relaxed) + bytes);
 }
 
 void MemAccounting::sub(MemCategory c, size_t bytes) {
@@ -52,12 +59,14 @@ MemSnapshot MemAccounting::snapshot() const {
   }
   s.total_current = total_.load(std::memory_order_relaxed);
   s.total_peak = total_peak_.load(std::memory_order_relaxed);
+  s.reserved_peak = reserved_peak_.load(std::memory_order_relaxed);
   return s;
 }
 
 void MemAccounting::reset_peaks() {
   for (size_t i = 0; i < kMemCategories; ++i) peak_[i].store(current_[i].load());
   total_peak_.store(total_.load());
+  reserved_peak_.store(total_.load() + cached_.load());
 }
 
 void Allocator::zero(void* p, size_t bytes) {
@@ -90,17 +99,25 @@ class CpuAllocator final : public Allocator {
                                                    : std::aligned_alloc(host_alignment(bytes), rounded);
     if (!p) throw std::runtime_error("host allocation of " + std::to_string(bytes) + " bytes (" +
                                      std::string(category_name(c)) + ") failed");
+    // The cache's share first, then the use: a block taken from it is never counted twice.
+    accounting_.set_cached(cache_.kept());
     accounting_.add(c, bytes);
     return p;
   }
   void deallocate(void* p, size_t bytes, MemCategory c) override {
     if (!p) return;
     const size_t rounded = host_block_bytes(bytes);
+    accounting_.sub(c, bytes);
     if (rounded >= HostBlockCache::kMinBytes) cache_.free(p, rounded);
     else std::free(p);
-    accounting_.sub(c, bytes);
+    accounting_.set_cached(cache_.kept());
   }
-  size_t empty_cache() override { return cache_.release(); }
+  size_t empty_cache() override {
+    const size_t released = cache_.release();
+    accounting_.set_cached(0);
+    return released;
+  }
+  std::vector<std::pair<size_t, size_t>> cached_blocks() const override { return cache_.kept_by_size(); }
 
  private:
   HostBlockCache cache_;

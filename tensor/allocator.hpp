@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstddef>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace zt {
 
@@ -24,6 +26,9 @@ struct MemSnapshot {
   std::array<size_t, kMemCategories> peak{};
   size_t total_current = 0;
   size_t total_peak = 0;  // peak of the sum, not the sum of peaks
+  // What the allocator held from the system at its peak: the bytes in use and the freed blocks
+  // its cache keeps for reuse ([Note: host block cache]); PyTorch's max_memory_reserved.
+  size_t reserved_peak = 0;
   size_t operator[](MemCategory c) const { return current[static_cast<size_t>(c)]; }
   size_t peak_of(MemCategory c) const { return peak[static_cast<size_t>(c)]; }
 };
@@ -33,6 +38,8 @@ class MemAccounting {
  public:
   void add(MemCategory c, size_t bytes);
   void sub(MemCategory c, size_t bytes);
+  // The bytes the allocator keeps for reuse, not in use: they count toward reserved_peak.
+  void set_cached(size_t bytes);
   MemSnapshot snapshot() const;
   // Peaks restart from the current values (e.g. at the start of a measured step).
   void reset_peaks();
@@ -42,6 +49,8 @@ class MemAccounting {
   std::array<std::atomic<size_t>, kMemCategories> peak_{};
   std::atomic<size_t> total_{0};
   std::atomic<size_t> total_peak_{0};
+  std::atomic<size_t> cached_{0};
+  std::atomic<size_t> reserved_peak_{0};
 };
 
 class Allocator {
@@ -67,6 +76,9 @@ class Allocator {
   // returns their bytes. A library's host calls this (through zt_trainer_destroy) to get back what
   // a trainer took.
   virtual size_t empty_cache() { return 0; }
+  // The freed blocks this allocator keeps, as (block bytes, blocks) by size; empty where it keeps
+  // none (bench/host_cache measures the host's: [Note: host block cache]).
+  virtual std::vector<std::pair<size_t, size_t>> cached_blocks() const { return {}; }
   MemAccounting& accounting() { return accounting_; }
 
  protected:

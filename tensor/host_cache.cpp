@@ -51,6 +51,20 @@ size_t HostBlockCache::release_locked() {
   return n;
 }
 
+size_t HostBlockCache::kept() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return stats_.kept;
+}
+
+std::vector<std::pair<size_t, size_t>> HostBlockCache::kept_by_size() const {
+  std::lock_guard<std::mutex> lock(m_);
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const auto& [bytes, blocks] : kept_)
+    if (!blocks.empty()) out.emplace_back(bytes, blocks.size());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 HostBlockCache::Stats HostBlockCache::stats() const {
   std::lock_guard<std::mutex> lock(m_);
   return stats_;

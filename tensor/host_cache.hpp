@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace zt {
@@ -36,6 +37,9 @@ class HostBlockCache {
   void free(void* p, size_t bytes);
   // Frees every kept block; returns their bytes.
   size_t release();
+  size_t kept() const;  // bytes kept now
+  // The kept blocks as (block bytes, blocks), smallest first.
+  std::vector<std::pair<size_t, size_t>> kept_by_size() const;
 
   struct Stats {
     uint64_t hits = 0, misses = 0;  // allocations served from kept blocks, and from the system

@@ -136,6 +136,49 @@ grep -q '"recompute block0"' "$dir/trace.json" && fail "selective every 2nd bloc
 grep -q "activation checkpointing: selective every 2nd block (2 of 4 blocks recomputed in backward)" "$dir/traced.out" ||
   fail "the banner does not name the mode: $(cat "$dir/traced.out")"
 
+# The process's resident set follows what checkpointing saves ([Note: host block cache]): a GPT-2
+# of 12 thin blocks at micro-batch 32, one rank, stage 0, without and with full checkpointing,
+# against a one-block run for the process's own floor. Each run's resident high-water mark above
+# the floor stays within 10% (and 8 MiB) of what its allocator reserved at its peak, the reserved
+# peak within 10% (and 2 MiB) of the bytes in use, and the resident set falls by at least 80% of
+# what the in-use peak falls. (The GPU libraries loaded at start once put a 250 MiB floor under
+# every run: [Note: GPU libraries on first use].)
+cat > "$dir/rss.json" <<JSON
+{"model": {"n_layer": 12, "n_head": 4, "n_embd": 64, "max_seq_len": 32},
+ "data": {"format": "bytes", "train": "/usr/share/common-licenses", "seq_len": 32},
+ "train": {"steps": 3, "threads": 1, "val_interval": 0}, "train_micro_batch_size_per_gpu": 32}
+JSON
+for run in floor none full; do
+  case $run in
+    floor) extra="--set model.n_layer=1 --set train_micro_batch_size_per_gpu=1" ;;
+    full) extra="--set activation_checkpointing={}" ;;
+    *) extra="" ;;
+  esac
+  # shellcheck disable=SC2086
+  "$ztrain" train --config "$dir/rss.json" --metrics "$dir/rss_$run.jsonl" $extra > "$dir/rss_$run.out" 2>&1 ||
+    fail "rss $run: $(cat "$dir/rss_$run.out")"
+done
+/usr/bin/python3 - "$dir" <<'PY' || fail "the resident set does not follow the accounted peak (see above)"
+import json, sys
+d = sys.argv[1]
+last = lambda run: [json.loads(l) for l in open(f"{d}/rss_{run}.jsonl")][-1]
+MiB = 2 ** 20
+floor = last("floor")["rss_peak_bytes"]
+bad = 0
+runs = {}
+for run in ("none", "full"):
+    m = last(run)
+    rss, reserved, used = m["rss_peak_bytes"] - floor, m["reserved_bytes"], m["peak_bytes"]["total"]
+    runs[run] = (rss, used)
+    print(f"{run}: resident above the floor {rss / MiB:.1f} MiB, reserved {reserved / MiB:.1f} MiB, in use {used / MiB:.1f} MiB")
+    if rss > 1.10 * reserved + 8 * MiB: print(f"FAIL: {run}: resident {rss / MiB:.1f} MiB > 1.1 x reserved + 8 MiB"); bad += 1
+    if reserved > 1.10 * used + 2 * MiB: print(f"FAIL: {run}: reserved {reserved / MiB:.1f} MiB > 1.1 x in use + 2 MiB"); bad += 1
+saved_rss, saved_used = runs["none"][0] - runs["full"][0], runs["none"][1] - runs["full"][1]
+print(f"checkpointing saves {saved_used / MiB:.1f} MiB in use and {saved_rss / MiB:.1f} MiB resident")
+if saved_rss < 0.8 * saved_used: print("FAIL: the resident set does not fall with the bytes in use"); bad += 1
+sys.exit(1 if bad else 0)
+PY
+
 # Bad settings name their key.
 expect 1 "activation_checkpointing.mode: expected \"full\", \"selective\" or \"none\", got \"partial\"" -- \
   "$ztrain" train --config "$dir/c.json" --set activation_checkpointing.mode=partial

@@ -7,9 +7,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cuda/kernels.hpp"
+#include "kernels/cuda/lazy_library.hpp"
 
 namespace zt::cuda {
 
@@ -28,18 +30,44 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what cuBLASLt asks for 
 
 std::atomic<uint64_t> g_heuristic_queries{0};
 
+// cuBLASLt's functions, from the library opened on the first GEMM on a GPU ([Note: GPU libraries
+// on first use] in kernels/cuda/lazy_library.hpp): the process links none of it.
+struct Lt {
+  LazyLibrary lib{"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), "cuBLASLt"};
+#define ZT_LT(f) decltype(&::f) f = lib.get<std::remove_pointer_t<decltype(&::f)>>(#f);
+  ZT_LT(cublasLtGetStatusName)
+  ZT_LT(cublasLtGetStatusString)
+  ZT_LT(cublasLtCreate)
+  ZT_LT(cublasLtDestroy)
+  ZT_LT(cublasLtMatmulDescCreate)
+  ZT_LT(cublasLtMatmulDescDestroy)
+  ZT_LT(cublasLtMatmulDescSetAttribute)
+  ZT_LT(cublasLtMatrixLayoutCreate)
+  ZT_LT(cublasLtMatrixLayoutDestroy)
+  ZT_LT(cublasLtMatmulPreferenceCreate)
+  ZT_LT(cublasLtMatmulPreferenceDestroy)
+  ZT_LT(cublasLtMatmulPreferenceSetAttribute)
+  ZT_LT(cublasLtMatmulAlgoGetHeuristic)
+  ZT_LT(cublasLtMatmul)
+#undef ZT_LT
+};
+const Lt& lt() {
+  static const Lt functions;  // opened once, by the first thread to need it
+  return functions;
+}
+
 void check_cublas(cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return;
-  throw CudaError(std::string(what) + ": " + cublasLtGetStatusName(st) + ": " + cublasLtGetStatusString(st));
+  throw CudaError(std::string(what) + ": " + lt().cublasLtGetStatusName(st) + ": " + lt().cublasLtGetStatusString(st));
 }
 
 // Owns one of cuBLASLt's handles or descriptors.
-template <class H, cublasStatus_t (*Destroy)(H)>
+template <class H, cublasStatus_t (*Lt::*Destroy)(H)>
 class Owned {
  public:
   Owned() = default;
   ~Owned() {
-    if (h_) Destroy(h_);
+    if (h_) (lt().*Destroy)(h_);
   }
   Owned(const Owned&) = delete;
   Owned& operator=(const Owned&) = delete;
@@ -49,18 +77,18 @@ class Owned {
  private:
   H h_ = nullptr;
 };
-using Handle = Owned<cublasLtHandle_t, cublasLtDestroy>;
-using MatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
-using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
-using Preference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+using Handle = Owned<cublasLtHandle_t, &Lt::cublasLtDestroy>;
+using MatmulDesc = Owned<cublasLtMatmulDesc_t, &Lt::cublasLtMatmulDescDestroy>;
+using Layout = Owned<cublasLtMatrixLayout_t, &Lt::cublasLtMatrixLayoutDestroy>;
+using Preference = Owned<cublasLtMatmulPreference_t, &Lt::cublasLtMatmulPreferenceDestroy>;
 
 template <class V>
 void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& v, const char* what) {
-  check_cublas(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof v), what);
+  check_cublas(lt().cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof v), what);
 }
 template <class V>
 void set(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const V& v, const char* what) {
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof v), what);
+  check_cublas(lt().cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof v), what);
 }
 
 // The largest power of two up to 256 that divides the address (cuBLASLt's alignment classes).
@@ -116,7 +144,7 @@ struct Plan {
 };
 
 void make_layout(Layout& l, bool bf16, int rows, int cols, int ld) {
-  check_cublas(cublasLtMatrixLayoutCreate(l.out(), bf16 ? CUDA_R_16BF : CUDA_R_32F, static_cast<uint64_t>(rows),
+  check_cublas(lt().cublasLtMatrixLayoutCreate(l.out(), bf16 ? CUDA_R_16BF : CUDA_R_32F, static_cast<uint64_t>(rows),
                                           static_cast<uint64_t>(cols), ld),
                "cublasLtMatrixLayoutCreate");
 }
@@ -129,7 +157,7 @@ void set_pointers(const Plan& p, const Gemm& g) {
 
 std::unique_ptr<Plan> make_plan(cublasLtHandle_t h, const PlanKey& key, const Gemm& g) {
   auto p = std::make_unique<Plan>();
-  check_cublas(cublasLtMatmulDescCreate(p->desc.out(), CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  check_cublas(lt().cublasLtMatmulDescCreate(p->desc.out(), CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasLtMatmulDesc_t d = p->desc.get();
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   set(d, CUBLASLT_MATMUL_DESC_TRANSA, ta, "cublasLtMatmulDescSetAttribute (transa)");
@@ -144,7 +172,7 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t h, const PlanKey& key, const Ge
   make_layout(p->d, g.bf16, g.m, g.n, g.ldd);
 
   Preference pref;
-  check_cublas(cublasLtMatmulPreferenceCreate(pref.out()), "cublasLtMatmulPreferenceCreate");
+  check_cublas(lt().cublasLtMatmulPreferenceCreate(pref.out()), "cublasLtMatmulPreferenceCreate");
   set(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t{kWorkspaceBytes},
       "cublasLtMatmulPreferenceSetAttribute (workspace)");
   set(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a, "cublasLtMatmulPreferenceSetAttribute (A)");
@@ -155,7 +183,7 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t h, const PlanKey& key, const Ge
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   g_heuristic_queries.fetch_add(1, std::memory_order_relaxed);
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, d, p->a.get(), p->b.get(), p->d.get(), p->d.get(),
+  const cublasStatus_t st = lt().cublasLtMatmulAlgoGetHeuristic(h, d, p->a.get(), p->b.get(), p->d.get(), p->d.get(),
                                                           pref.get(), 1, &result, &found);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return p;  // no algorithm: remembered, not asked again
   check_cublas(st, "cublasLtMatmulAlgoGetHeuristic");
@@ -175,7 +203,7 @@ struct GemmContext {
   };
 
   explicit GemmContext(int device) {
-    check_cublas(cublasLtCreate(handle.out()), "cublasLtCreate");
+    check_cublas(lt().cublasLtCreate(handle.out()), "cublasLtCreate");
     void* w = nullptr;
     check(cudaMalloc(&w, kWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
     workspace.reset(w);
@@ -231,7 +259,7 @@ bool GemmLease::try_run(const Gemm& g) {
   if (!plan->found) return false;
   set_pointers(*plan, g);
   const float alpha = 1.0f, beta = g.beta;
-  check_cublas(cublasLtMatmul(ctx_.handle.get(), plan->desc.get(), &alpha, g.a, plan->a.get(), g.b, plan->b.get(),
+  check_cublas(lt().cublasLtMatmul(ctx_.handle.get(), plan->desc.get(), &alpha, g.a, plan->a.get(), g.b, plan->b.get(),
                               &beta, g.d, plan->d.get(), g.d, plan->d.get(), &plan->algo, ctx_.workspace.get(),
                               kWorkspaceBytes, s_),
                "cublasLtMatmul");

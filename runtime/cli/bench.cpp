@@ -22,6 +22,7 @@
 #include "runtime/plan/estimate.hpp"
 #include "runtime/plan/simulate.hpp"
 #include "runtime/trace.hpp"
+#include "runtime/train/memory_floor.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace zt {
@@ -80,13 +81,6 @@ constexpr std::array<MemCategory, 5> kShownCategories = {MemCategory::parameters
                                                           MemCategory::communication};
 
 double mib(double bytes) { return bytes / double(1 << 20); }
-
-double resident_bytes() {
-  long pages = 0, resident = 0;
-  std::ifstream statm("/proc/self/statm");
-  statm >> pages >> resident;
-  return double(resident) * double(sysconf(_SC_PAGESIZE));
-}
 
 // This rank's single-precision GEMM rate (FLOP/s) with the threads it trains with, all ranks at
 // once: MFU's denominator, measured rather than taken from a data sheet.

@@ -1,8 +1,10 @@
 #include "runtime/train/memory_floor.hpp"
 
 #include <sys/sysinfo.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <cstdio>
 #include <fstream>
@@ -54,6 +56,20 @@ void check_fits_host(const Config& cfg, double params, int world_size, int ranks
                     " (parameters, gradients and AdamW's states alone: the floor of the memory estimate, see `ztrain "
                     "estimate`), " + bytes(need) + " for the " + std::to_string(ranks_on_host) +
                     " rank(s) on this host, more than its " + bytes(have) + " of memory and swap");
+}
+
+double resident_bytes() {
+  long pages = 0, resident = 0;
+  std::ifstream statm("/proc/self/statm");
+  statm >> pages >> resident;
+  return double(resident) * double(sysconf(_SC_PAGESIZE));
+}
+
+double resident_peak_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) * 1024.0;  // "VmHWM:  1234 kB"
+  return 0;
 }
 
 }  // namespace zt

@@ -25,6 +25,11 @@ double model_states_floor(const ZeroConfig& z, double params, int world_size, in
 // What this host offers a process: its RAM (or a cgroup's memory.max, when lower) plus swap.
 double host_memory_bytes();
 
+// This process's resident set now, and its high-water mark so far (VmHWM), in bytes; 0 where
+// /proc cannot tell.
+double resident_bytes();
+double resident_peak_bytes();
+
 // ConfigError unless `ranks_on_host` ranks of this run, at their floor each, fit in this host's
 // memory. Only for models on the CPU (train.device "cpu"): a GPU run's states live on the GPU.
 void check_fits_host(const Config& cfg, double params, int world_size, int ranks_on_host);

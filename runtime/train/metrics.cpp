@@ -49,7 +49,8 @@ std::string metrics_json(const StepStats& s) {
   for (size_t c = 0; c < kMemCategories; ++c) peak[std::string(category_name(static_cast<MemCategory>(c)))] = s.mem.peak[c];
   peak["total"] = s.mem.total_peak;
   nlohmann::json j{{"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"ms", s.ms}, {"tokens_per_s", s.tokens_per_s},
-                   {"tflops", s.tflops}, {"peak_bytes", peak}, {"comm_bytes", s.comm_bytes},
+                   {"tflops", s.tflops}, {"peak_bytes", peak}, {"reserved_bytes", s.mem.reserved_peak},
+                   {"rss_peak_bytes", s.rss_peak}, {"comm_bytes", s.comm_bytes},
                    {"comm_bytes_intra", s.comm_bytes - s.comm_bytes_inter}, {"comm_bytes_inter", s.comm_bytes_inter}};
   // JSON has no inf: a skipped step's norm is left out.
   if (std::isfinite(s.grad_norm)) j["grad_norm"] = s.grad_norm;

@@ -25,6 +25,7 @@ struct StepStats {
   double tokens_per_s = 0;
   double tflops = 0;     // achieved, llm.c's FLOP count
   MemSnapshot mem;       // peaks are this step's
+  double rss_peak = 0;   // the process's resident high-water mark so far (VmHWM), bytes
   uint64_t comm_bytes = 0;  // sent by this rank in the step ([Note: bytes sent] in comm/communicator.hpp)
   // Of which across groups ([Note: shard groups] in runtime/zero/groups.hpp); the rest within one.
   uint64_t comm_bytes_inter = 0;

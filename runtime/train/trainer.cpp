@@ -371,6 +371,7 @@ StepStats Trainer::step_on(const int32_t* inputs, const int32_t* targets, bool m
   s.tokens_per_s = tokens / (s.ms / 1e3);
   s.tflops = model_->flops_per_token(T_) * tokens / (s.ms / 1e3) / 1e12;
   s.mem = comm_.memory().accounting().snapshot();
+  s.rss_peak = resident_peak_bytes();
   const auto [intra, inter] = bytes_sent();
   s.comm_bytes_inter = inter - inter_before;
   s.comm_bytes = s.comm_bytes_inter + intra - intra_before;

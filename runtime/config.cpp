@@ -96,6 +96,20 @@ const char* expected(const json& v, const double*) { return v.is_number() ? null
 const char* expected(const json& v, const bool*) { return v.is_boolean() ? nullptr : "true or false"; }
 const char* expected(const json& v, const std::string*) { return v.is_string() ? nullptr : "a string"; }
 
+// [Note: listing the keys] `ztrain config --list` runs the readers below over an empty file with a
+// listing attached: every section then reads as present (and empty), and every key a reader asks
+// for is recorded with its path, and where a getter reads it, its type and the default it leaves.
+// The readers are the one declaration of the keys, so the list cannot drift from them.
+thread_local std::vector<ConfigKey>* g_listing = nullptr;
+// Sections that another name of the same section is read as, listed once under that name.
+const std::set<std::string> kListedAliases = {"bfloat16"};
+
+const char* type_name(const int*) { return "integer"; }
+const char* type_name(const uint64_t*) { return "integer >= 0"; }
+const char* type_name(const double*) { return "number"; }
+const char* type_name(const bool*) { return "true|false"; }
+const char* type_name(const std::string*) { return "string"; }
+
 // One JSON object being read. Each getter records its key as known whether or not the file has
 // it, so done() can reject everything else: a misspelt key is never silently ignored, and the
 // known keys double as the candidates for "did you mean".
@@ -109,6 +123,7 @@ class Section {
 
   const json* find(std::string_view key) {
     known_.emplace_back(key);
+    if (g_listing) g_listing->push_back({path(key), "value (see README.md)", ""});
     const auto it = j_.find(std::string(key));
     return it == j_.end() ? nullptr : &*it;
   }
@@ -117,6 +132,7 @@ class Section {
   template <class T>
   bool get(std::string_view key, T& dst) {
     const json* v = find(key);
+    if (g_listing) g_listing->back() = {path(key), type_name(&dst), show(json(dst))};
     if (!v) return false;
     if (const char* want = expected(*v, &dst)) fail(path(key), std::string("expected ") + want + ", got " + show(*v));
     if constexpr (std::is_same_v<T, int>) {
@@ -128,8 +144,18 @@ class Section {
     return true;
   }
 
+  // A key ztrain refuses when given (a DeepSpeed option it does not implement): listed as such.
+  const json* refused(std::string_view key) {
+    const json* v = find(key);
+    if (g_listing) g_listing->back().type = "refused (not implemented)";
+    return v;
+  }
+
   std::optional<Section> sub(std::string_view key) {
     const json* v = find(key);
+    if (g_listing) g_listing->back().type = "section";
+    static const json empty = json::object();
+    if (!v && g_listing && !kListedAliases.count(path(key))) return Section(empty, path(key));  // [Note: listing the keys]
     if (!v) return std::nullopt;
     return Section(*v, path(key));
   }
@@ -277,23 +303,26 @@ void read_optimizer(Section& top, OptimizerConfig& o) {
 void read_scheduler(Section& top, SchedulerConfig& c, Seen& seen) {
   auto s = top.sub("scheduler");
   if (!s) return;
-  if (!s->get("type", c.type)) fail(s->path("type"), "required key missing");
+  // [Note: listing the keys]: every scheduler's params are listed, its type given or not.
+  const bool listing = g_listing != nullptr;
+  if (!s->get("type", c.type) && !listing) fail(s->path("type"), "required key missing");
   for (std::string_view t : kSchedulersNotYet)
     if (c.type == t) fail(s->path("type"), show(c.type) + " is a DeepSpeed scheduler that ztrain does not implement yet");
-  const bool warmup = c.type == "WarmupLR", decay = c.type == "WarmupDecayLR", cosine = c.type == "WarmupCosineLR";
+  const bool warmup = listing || c.type == "WarmupLR", decay = listing || c.type == "WarmupDecayLR",
+             cosine = listing || c.type == "WarmupCosineLR";
   if (!warmup && !decay && !cosine)
     fail(s->path("type"), "unknown scheduler " + show(c.type) + " (expected WarmupLR, WarmupDecayLR or WarmupCosineLR)");
   auto p = s->sub("params");
   s->done();
   if (!p) return;
   // Each scheduler takes only its own DeepSpeed params; the rest fall through to done() below.
-  if (!cosine) {
+  if (!cosine || listing) {
     p->get("warmup_min_lr", c.warmup_min_lr);
     p->get("warmup_max_lr", c.warmup_max_lr);
   }
   p->get("warmup_num_steps", c.warmup_num_steps);
   p->get("warmup_type", c.warmup_type);
-  if (!warmup) seen.total_num_steps = p->get("total_num_steps", c.total_num_steps);
+  if (!warmup || listing) seen.total_num_steps = p->get("total_num_steps", c.total_num_steps);
   if (cosine) {
     p->get("warmup_min_ratio", c.warmup_min_ratio);
     p->get("cos_min_ratio", c.cos_min_ratio);
@@ -317,6 +346,7 @@ constexpr std::pair<std::string_view, int> kShardingStrategies[] = {
 // An element count: DeepSpeed configs write sizes as 5e8, so an integral float is one too.
 void get_count(Section& s, std::string_view key, int64_t& dst) {
   const json* v = s.find(key);
+  if (g_listing) g_listing->back() = {s.path(key), "count (5e8 too)", show(json(dst))};
   if (!v) return;
   const double d = v->is_number() ? v->get<double>() : -1.0;
   if (!v->is_number() || d < 0 || d != std::floor(d) || d > 9.0e18)
@@ -373,7 +403,7 @@ void read_zero(Section& top, ZeroConfig& z) {
   auto s = top.sub("zero_optimization");
   if (!s) return;
   for (std::string_view k : kZeroNotYet)
-    if (s->find(k)) fail(s->path(k), "is a DeepSpeed ZeRO key that ztrain does not implement yet");
+    if (s->refused(k)) fail(s->path(k), "is a DeepSpeed ZeRO key that ztrain does not implement yet");
   const bool has_stage = s->get("stage", z.stage);
   if (has_stage && (z.stage < 0 || z.stage > 3)) fail(s->path("stage"), "must be 0, 1, 2 or 3, got " + num(z.stage));
   std::string strategy;
@@ -529,7 +559,7 @@ void read_checkpoint(Section& top, CheckpointConfig& c) {
   auto s = top.sub("checkpoint");
   if (!s) return;
   for (const char* k : {"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"})
-    if (s->find(k)) fail(s->path(k), "is a DeepSpeed checkpoint key that ztrain does not implement");
+    if (s->refused(k)) fail(s->path(k), "is a DeepSpeed checkpoint key that ztrain does not implement");
   s->get("dir", c.dir);
   s->get("save_interval", c.save_interval);
   s->get("keep_last", c.keep_last);
@@ -551,7 +581,7 @@ void read_aio(Section& top, AioConfig& a) {
   s->get("intra_op_parallelism", a.intra_op_parallelism);
   s->get("single_submit", a.single_submit);
   s->get("overlap_events", a.overlap_events);
-  if (const json* v = s->find("use_gds"); v && *v != json(false))
+  if (const json* v = s->refused("use_gds"); v && *v != json(false))
     fail(s->path("use_gds"), "GPUDirect Storage is not implemented");
   s->done();
   if (a.block_size <= 0 || a.block_size % 4096 != 0)
@@ -583,7 +613,7 @@ void read_precision(Section& top, PrecisionConfig& p, Seen& seen) {
     s->get("consecutive_hysteresis", p.consecutive_hysteresis);
     s->get("min_loss_scale", p.min_loss_scale);
     for (const char* k : {"auto_cast", "fp16_master_weights_and_grads"})
-      if (const json* v = s->find(k); v && *v != json(false))
+      if (const json* v = s->refused(k); v && *v != json(false))
         fail(s->path(k), "is a DeepSpeed fp16 option that ztrain does not implement yet");
     s->done();
     if (fp16) {
@@ -849,13 +879,9 @@ void apply_override(json& j, const std::string& assignment) {
   }
 }
 
-Config parse_config(const json& j, BatchSource batches) {
-  Config c;
-  Seen seen;
-  Section top(j, "");
-  for (auto it = j.begin(); it != j.end(); ++it)
-    for (std::string_view k : kDeepSpeedNotYet)
-      if (it.key() == k) fail(it.key(), "is a DeepSpeed key that ztrain does not implement yet");
+namespace {
+// Every section and key of a config, read into c: parse_config's reading, and the listing's.
+void read_sections(Section& top, Config& c, Seen& seen) {
   read_model(top, c.model);
   read_data(top, c.data, seen);
   read_train(top, c.train, seen);
@@ -872,9 +898,44 @@ Config parse_config(const json& j, BatchSource batches) {
   top.get("gradient_accumulation_steps", c.grad_accum);
   top.get("gradient_clipping", c.gradient_clipping);
   top.get("steps_per_print", c.steps_per_print);
+}
+}  // namespace
+
+Config parse_config(const json& j, BatchSource batches) {
+  Config c;
+  Seen seen;
+  Section top(j, "");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    for (std::string_view k : kDeepSpeedNotYet)
+      if (it.key() == k) fail(it.key(), "is a DeepSpeed key that ztrain does not implement yet");
+  read_sections(top, c, seen);
   top.done();
   check_values(c, seen, batches);
   return c;
+}
+
+std::vector<ConfigKey> config_keys() {
+  std::vector<ConfigKey> keys;
+  g_listing = &keys;
+  try {
+    const json empty = json::object();
+    Section top(empty, "");
+    Config c;
+    Seen seen;
+    read_sections(top, c, seen);
+  } catch (...) {
+    g_listing = nullptr;
+    throw;
+  }
+  g_listing = nullptr;
+  // A key read twice (found, then got) is listed once, with what the getter knew.
+  std::vector<ConfigKey> out;
+  for (ConfigKey& k : keys) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const ConfigKey& o) { return o.path == k.path; });
+    if (it == out.end()) out.push_back(std::move(k));
+    else if (k.type != "value (see README.md)") *it = std::move(k);
+  }
+  return out;
 }
 
 namespace {

@@ -214,6 +214,14 @@ enum class BatchSource { data, caller };
 // Validates and converts; throws ConfigError.
 Config parse_config(const nlohmann::json& j, BatchSource batches = BatchSource::data);
 
+// Every key a config takes, in the order the reader reads them ([Note: listing the keys] in
+// runtime/config.cpp): its dotted path, its type ("section" for an object of keys) and the
+// default a file without it gets (as JSON; "" where the reader has none to show).
+struct ConfigKey {
+  std::string path, type, fallback;
+};
+std::vector<ConfigKey> config_keys();
+
 // Reads the file (ConfigError naming the file if missing or not JSON), applies the overrides in
 // order, then parses.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},

@@ -13,6 +13,7 @@ packages=(
   liburing-dev                                    # the io_uring offload engine
   libpcre2-dev                                    # the tokenizers' split patterns (runtime/text/regex.hpp)
   libutf8proc-dev                                 # Unicode NFC, Qwen2's tokenizer normalizer
+  libcli11-dev                                    # the command line: each command's flags and --help
   libopenblas-pthread-dev libblis-openmp-dev      # the CPU GEMM (-Dblas=openblas, the default, or blis)
   python3 python3-torch libopenblas0-pthread      # the PyTorch reference the tests compare with
   python3-pip                                     # safetensors (below), which Debian does not package

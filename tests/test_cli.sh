@@ -8,7 +8,26 @@ ztrain=$1
 
 expect 2 "no command given" -- "$ztrain"
 expect 2 "unknown command 'trian'" -- "$ztrain" trian
-expect 0 "ztrain train --config FILE" -- "$ztrain" --help
+expect 0 "usage: ztrain COMMAND [FLAGS]" -- "$ztrain" --help
+expect 0 "ztrain 0.1.0" -- "$ztrain" --version
+# Each command's own help, through CLI11 (runtime/cli/commands.hpp): every flag with its type, a
+# line of meaning and its default, and the way to the configuration's keys.
+for cmd in train sample estimate simulate bench export tokenize config; do
+  expect 0 "Usage: ztrain $cmd [OPTIONS]" -- "$ztrain" $cmd --help
+  expect 0 "The configuration's keys: ztrain config --list" -- "$ztrain" help $cmd
+done
+expect 0 "--steps N                   train.steps: optimizer steps, 1 to 2147483647" -- "$ztrain" train --help
+expect 0 "--max-shard-size SIZE       hf: split the weights into files of at most SIZE (5GB, 500MB, bytes) (default: 5GB)" -- \
+  "$ztrain" export -h
+expect 0 "--tokens N                  the most tokens to generate, 0 to 2147483647 (default: 200)" -- "$ztrain" help sample
+expect 2 "unknown command 'trainn'" -- "$ztrain" help trainn
+expect 2 "unknown argument '--bogus'" -- "$ztrain" train --config x.json --bogus 1
+expect 2 "unknown argument 'stray'" -- "$ztrain" estimate --config x.json stray
+expect 2 "--config needs a value" -- "$ztrain" estimate --config
+# The configuration's keys, as the reader takes them (test_config checks the reader takes each).
+expect 0 "zero_optimization.stage                                      integer       default 0" -- "$ztrain" config --list
+expect 0 "zero_optimization.cpu_offload                                refused (not implemented)" -- "$ztrain" config --list
+expect 2 "config needs --list" -- "$ztrain" config
 expect 2 "train needs --config FILE" -- "$ztrain" train
 expect 2 "--steps expects an integer, got 'ten'" -- "$ztrain" train --config x.json --steps ten
 expect 1 "cannot read '$dir/none.json'" -- "$ztrain" train --config "$dir/none.json"

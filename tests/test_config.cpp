@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -816,4 +817,45 @@ TEST_CASE("values nested deep or huge") {
                        "config: --set model: the value's arrays or objects nest more than 32 deep (no key nests more than 4)",
                        ConfigError);
   zt::apply_override(k, "optimizer.params.betas=[0.8, 0.9]");
+}
+
+// `ztrain config --list` ([Note: listing the keys]): every key it lists is one the reader takes
+// (never "unknown key", whatever else its value alone breaks), with its listed type and default;
+// sections are objects and refused keys are refused by name.
+TEST_CASE("the listed keys are the reader's") {
+  const std::vector<zt::ConfigKey> keys = zt::config_keys();
+  CHECK(keys.size() > 100);
+  for (const zt::ConfigKey& k : keys) {
+    CAPTURE(k.path);
+    json j = minimal();
+    json value = k.type == "section" ? json::object() : json(nullptr);
+    if (!k.fallback.empty()) value = json::parse(k.fallback);
+    else if (k.type == "string") value = "";
+    else if (k.type == "refused (not implemented)") value = true;
+    json* at = &j;
+    for (size_t start = 0;;) {
+      const size_t dot = k.path.find('.', start);
+      const std::string part = k.path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (dot == std::string::npos) {
+        (*at)[part] = value;
+        break;
+      }
+      if (!(*at)[part].is_object()) (*at)[part] = json::object();
+      at = &(*at)[part];
+      start = dot + 1;
+    }
+    const std::string e = error_of(j);
+    CHECK_MESSAGE(e.find("unknown key") == std::string::npos, e);
+    if (k.type == "refused (not implemented)") CHECK_MESSAGE(e.find("not implement") != std::string::npos, e);
+  }
+  auto listed = [&](const std::string& path, const std::string& type, const std::string& fallback) {
+    return std::any_of(keys.begin(), keys.end(),
+                       [&](const zt::ConfigKey& k) { return k.path == path && k.type == type && k.fallback == fallback; });
+  };
+  CHECK(listed("zero_optimization.stage", "integer", "0"));
+  CHECK(listed("train.seed", "integer >= 0", "1337"));
+  CHECK(listed("data.chat_template", "string", "\"chatml\""));
+  CHECK(listed("lora.use_rslora", "true|false", "false"));
+  CHECK(listed("zero_optimization.reduce_bucket_size", "count (5e8 too)", "500000000"));
+  CHECK(listed("checkpoint.parallel_write", "refused (not implemented)", ""));
 }

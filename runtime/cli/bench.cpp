@@ -15,6 +15,7 @@
 #include "runtime/agreed.hpp"
 #include "runtime/cli/bench_peers.hpp"
 #include "runtime/cli/cli_flags.hpp"
+#include "runtime/cli/commands.hpp"
 #include "runtime/config.hpp"
 #include "runtime/file_io.hpp"
 #include "kernels/cpu/kernels.hpp"
@@ -320,9 +321,7 @@ int cmd_bench(int argc, char** argv, ProcessGroup& pg) {
   Communicator& world = pg.world();
   std::optional<Cluster> cluster;
   agreed(world, "reading the command line", [&] {
-    for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--sweep", "--steps", "--warmup", "--format",
-                                                           "--out", "--plot", "--cluster", "--python"},
-                                           nullptr, {"--peers"})) {
+    for (auto& [flag, value] : parse_command(*find_command("bench"), argc, argv, 2).flags) {
       if (flag == "--config") o.config = value;
       else if (flag == "--set") o.overrides.push_back(value);
       else if (flag == "--sweep") o.sweeps.push_back(value);

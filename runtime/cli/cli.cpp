@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "runtime/api/trainer_handle.hpp"
 #include "runtime/cli/bench.hpp"
 #include "runtime/cli/cli_flags.hpp"
+#include "runtime/cli/commands.hpp"
 #include "runtime/config.hpp"
 #include "runtime/plan/estimate.hpp"
 #include "runtime/plan/simulate.hpp"
@@ -33,21 +35,6 @@ namespace zt {
 
 namespace {
 
-constexpr const char* kUsage = R"(usage:
-  ztrain train --config FILE [--set dotted.key=value]... [--init-from PATH] [--train-data GLOB]
-               [--steps N] [--seed N] [--metrics FILE] [--trace FILE] [--resume [DIR]]
-  ztrain sample --checkpoint PATH [--prompt TEXT] [--tokenizer PATH] [--chat true] [--chat-template chatml|llama3]
-                [--system TEXT] [--tokens N] [--top-k K] [--top-p P] [--temperature X] [--seed N]
-  ztrain estimate --config FILE [--world-size N] [--ranks-per-host N] [--set dotted.key=value]... [--format table|json]
-  ztrain simulate --config FILE --cluster FILE [--world-size N] [--set dotted.key=value]... [--trace FILE]
-                  [--format table|json]
-  ztrain bench --config FILE [--sweep KEY=V1,V2,...]... [--set dotted.key=value]... [--steps N] [--warmup N]
-               [--format table|json|csv] [--out FILE.json] [--plot FILE.png] [--cluster FILE] [--peers] [--python PATH]
-  ztrain export --checkpoint DIR --format hf|safetensors|llmc|peft --out PATH [--max-shard-size 5GB] [--merge-lora]
-  ztrain tokenize --tokenizer PATH --out DIR [--val-fraction F] [--threads N] [--shard-tokens N]
-                  [--chunk-bytes N] INPUTS...
-  ztrain --help | --version
-)";
 
 // The train command's flags and config file, read into the run's settings.
 Config train_config(int argc, char** argv) {
@@ -57,18 +44,10 @@ Config train_config(int argc, char** argv) {
                                                        {"--metrics", "train.metrics"}, {"--trace", "train.trace"}};
   std::string config;
   std::vector<std::string> overrides;
-  // --resume takes an optional folder: alone (last, or before another flag) it means checkpoint.dir.
-  std::vector<char*> args(argv, argv + argc);
-  for (size_t i = 2; i < args.size(); ++i)
-    if (std::string(args[i]) == "--resume" && (i + 1 == args.size() || std::string(args[i + 1]).rfind("--", 0) == 0)) {
-      static char latest[] = "\x1b";  // no folder is named this
-      args.insert(args.begin() + static_cast<long>(i) + 1, latest);
-    }
-  for (auto& [flag, value] : parse_flags(static_cast<int>(args.size()), args.data(), 2,
-                                         {"--config", "--set", "--init-from", "--train-data", "--steps", "--seed",
-                                          "--metrics", "--trace", "--resume"})) {
+  for (auto& [flag, value] : parse_command(*find_command("train"), argc, argv, 2).flags) {
     if (flag == "--resume") {
-      overrides.push_back("train.resume=" + (value == "\x1b" ? std::string("true") : nlohmann::json(value).dump()));
+      // Alone, --resume means checkpoint.dir ([Note: the command line] in runtime/cli/commands.hpp).
+      overrides.push_back("train.resume=" + (value == kNoValue ? std::string("true") : nlohmann::json(value).dump()));
     } else if (flag == "--config") {
       config = value;
     } else if (flag == "--set") {
@@ -111,9 +90,7 @@ int cmd_sample(int argc, char** argv) {
   std::string checkpoint, prompt, tokenizer, chat_template = "chatml", system;
   bool chat = false;
   SampleOptions opt;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--prompt", "--tokens", "--top-k", "--top-p",
-                                                         "--temperature", "--seed", "--tokenizer", "--chat",
-                                                         "--chat-template", "--system"})) {
+  for (auto& [flag, value] : parse_command(*find_command("sample"), argc, argv, 2).flags) {
     if (flag == "--checkpoint") checkpoint = value;
     else if (flag == "--prompt") prompt = value;
     else if (flag == "--tokens") opt.tokens = static_cast<int>(int_flag(flag, value, 0, INT_MAX));
@@ -193,8 +170,7 @@ int cmd_export(int argc, char** argv) {
   std::string checkpoint, format, out;
   uint64_t max_shard = 5'000'000'000;
   bool merge_lora = false;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--checkpoint", "--format", "--out", "--max-shard-size"},
-                                         nullptr, {"--merge-lora"})) {
+  for (auto& [flag, value] : parse_command(*find_command("export"), argc, argv, 2).flags) {
     if (flag == "--merge-lora") merge_lora = true;
     else if (flag == "--checkpoint") checkpoint = value;
     else if (flag == "--format") format = value;
@@ -215,8 +191,9 @@ int cmd_export(int argc, char** argv) {
 int cmd_tokenize(int argc, char** argv) {
   std::string tokenizer;
   TokenizeOptions opt;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--tokenizer", "--out", "--val-fraction", "--threads",
-                                                         "--shard-tokens", "--chunk-bytes"}, &opt.inputs)) {
+  ParsedCommand parsed = parse_command(*find_command("tokenize"), argc, argv, 2);
+  opt.inputs = std::move(parsed.operands);
+  for (auto& [flag, value] : parsed.flags) {
     if (flag == "--tokenizer") tokenizer = value;
     else if (flag == "--out") opt.out = value;
     else if (flag == "--val-fraction") opt.val_fraction = number_flag(flag, value, 0.0);
@@ -255,7 +232,7 @@ int cmd_estimate(int argc, char** argv) {
   std::string config, format = "table";
   std::vector<std::string> overrides;
   long world = 1, per_host = 0;
-  for (auto& [flag, value] : parse_flags(argc, argv, 2, {"--config", "--set", "--world-size", "--ranks-per-host", "--format"})) {
+  for (auto& [flag, value] : parse_command(*find_command("estimate"), argc, argv, 2).flags) {
     if (flag == "--config") config = value;
     else if (flag == "--set") overrides.push_back(value);
     else if (flag == "--world-size") world = int_flag(flag, value, 1, 1 << 24);
@@ -276,8 +253,7 @@ int cmd_simulate(int argc, char** argv) {
   std::string config, cluster_file, trace, format = "table";
   std::vector<std::string> overrides;
   long world = 1;
-  for (auto& [flag, value] :
-       parse_flags(argc, argv, 2, {"--config", "--cluster", "--set", "--world-size", "--trace", "--format"})) {
+  for (auto& [flag, value] : parse_command(*find_command("simulate"), argc, argv, 2).flags) {
     if (flag == "--config") config = value;
     else if (flag == "--cluster") cluster_file = value;
     else if (flag == "--set") overrides.push_back(value);
@@ -296,18 +272,67 @@ int cmd_simulate(int argc, char** argv) {
   return 0;
 }
 
+// The configuration's keys as the reader takes them ([Note: listing the keys] in runtime/config.cpp).
+int cmd_config(int argc, char** argv) {
+  bool list = false;
+  std::string format = "table";
+  for (auto& [flag, value] : parse_command(*find_command("config"), argc, argv, 2).flags) {
+    if (flag == "--list") list = true;
+    else format = value;
+  }
+  if (!list) throw UsageError("config needs --list");
+  if (format != "table" && format != "json") throw UsageError("--format must be table or json, got '" + format + "'");
+  const std::vector<ConfigKey> keys = config_keys();
+  if (format == "json") {
+    nlohmann::json out = nlohmann::json::array();
+    for (const ConfigKey& k : keys) out.push_back({{"key", k.path}, {"type", k.type}, {"default", k.fallback}});
+    std::cout << out.dump(1) << "\n";
+    return 0;
+  }
+  size_t width = 0;
+  for (const ConfigKey& k : keys) width = std::max(width, k.path.size());
+  std::cout << "The keys of ztrain's configuration file, as its reader takes them (what each means: README.md's\n"
+               "Configuration table); --set KEY=VALUE gives any of them on the command line.\n\n";
+  for (const ConfigKey& k : keys) {
+    std::string line = k.path;
+    line.resize(width + 2, ' ');
+    line += k.type;
+    if (!k.fallback.empty()) line += (k.type.size() < 14 ? std::string(14 - k.type.size(), ' ') : " ") + "default " + k.fallback;
+    std::cout << line << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
-  if (cmd == "--help" || cmd == "-h") {
-    std::cout << kUsage;
+  if (cmd == "--help" || cmd == "-h" || (cmd == "help" && argc == 2)) {
+    std::cout << global_help();
     return 0;
   }
   if (cmd == "--version") {
     std::cout << "ztrain 0.1.0\n";
     return 0;
   }
+  if (cmd == "help") {  // ztrain help CMD
+    const CommandSpec* c = find_command(argv[2]);
+    if (!c) {
+      write_line(STDERR_FILENO, "ztrain: unknown command '" + std::string(argv[2]) + "'\n" + global_help());
+      return 2;
+    }
+    std::cout << command_help(*c);
+    return 0;
+  }
+  // A command's --help, before MPI starts (under mpirun every rank would answer alike).
+  if (const CommandSpec* c = find_command(cmd)) try {
+      (void)parse_command(*c, argc, argv, 2);
+    } catch (const HelpRequested& h) {
+      std::cout << h.text;
+      return 0;
+    } catch (const std::exception&) {
+      // a usage error: the command says it below, as it always has
+    }
   std::unique_ptr<SignalGuard> signals;
   std::unique_ptr<ProcessGroup> pg;
   try {
@@ -328,6 +353,7 @@ int cli_main(int argc, char** argv) {
     if (cmd == "simulate") return cmd_simulate(argc, argv);
     if (cmd == "export") return cmd_export(argc, argv);
     if (cmd == "tokenize") return cmd_tokenize(argc, argv);
+    if (cmd == "config") return cmd_config(argc, argv);
     throw UsageError(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'");
   } catch (const std::exception& e) {
     const bool usage = dynamic_cast<const UsageError*>(&e) != nullptr;
@@ -336,7 +362,7 @@ int cli_main(int argc, char** argv) {
     const Together together = several ? failing_together() : Together::own;
     if (together == Together::no) pg->fail(e.what(), status);
     if (together == Together::own) {
-      std::string text = kUsage;
+      std::string text = usage_line(find_command(cmd));
       text.pop_back();  // write_line ends the line
       const std::string said = usage ? "ztrain: " + std::string(e.what()) + "\n" + text
                                      : (several ? "" : "ztrain: ") + std::string("error: ") + e.what();

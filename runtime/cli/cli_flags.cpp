@@ -10,30 +10,6 @@
 
 namespace zt {
 
-std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv, int first,
-                                                             const std::vector<std::string>& known,
-                                                             std::vector<std::string>* operands,
-                                                             const std::vector<std::string>& switches) {
-  std::vector<std::pair<std::string, std::string>> flags;
-  for (int i = first; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (operands && !a.starts_with("--")) {
-      operands->push_back(a);
-      continue;
-    }
-    if (std::find(switches.begin(), switches.end(), a) != switches.end()) {
-      flags.emplace_back(a, "true");
-      continue;
-    }
-    bool ok = false;
-    for (const std::string& k : known) ok = ok || a == k;
-    if (!ok) throw UsageError("unknown argument '" + a + "'");
-    if (i + 1 >= argc) throw UsageError(a + " needs a value");
-    flags.emplace_back(a, argv[++i]);
-  }
-  return flags;
-}
-
 namespace {
 
 // The whole of `value` as a T: std::from_chars takes no sign '+', no spaces and no locale, and

@@ -1,6 +1,6 @@
-// The command line's flags: `--name VALUE` pairs and their values, each checked against what the
-// flag takes, so a bad value is a usage error naming the flag (exit status 2) and never a number
-// that silently wrapped or a library's bare exception text.
+// The command line's values, each checked against what its flag takes, so a bad value is a usage
+// error naming the flag (exit status 2) and never a number that silently wrapped or a library's
+// bare exception text (the flags themselves: runtime/cli/commands.hpp).
 #pragma once
 
 #include <cstdint>
@@ -14,15 +14,6 @@ namespace zt {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// Flags of the form --name VALUE from argv[first], in order; repeated flags are kept (--set).
-// With `operands`, the arguments that do not begin with "--" (and are no flag's value) go there
-// (`ztrain tokenize`'s input files); without, they are usage errors. `switches` are flags that
-// take no value (`--merge-lora`), returned with the value "true".
-std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv, int first,
-                                                             const std::vector<std::string>& known,
-                                                             std::vector<std::string>* operands = nullptr,
-                                                             const std::vector<std::string>& switches = {});
 
 // An integer in [lo, hi], written in decimal and nothing else ("12", "-3"; not "12x", " 12", "1e3").
 int64_t int_flag(const std::string& flag, const std::string& value, int64_t lo, int64_t hi);

@@ -161,7 +161,10 @@ ParsedCommand parse_command(const CommandSpec& cmd, int argc, char** argv, int f
     throw UsageError(e.what());
   }
   const std::vector<std::string> rest = a.app.remaining();
-  if (!rest.empty()) throw UsageError("unknown argument '" + rest.front() + "'");
+  if (!rest.empty()) {
+    const std::string& arg = rest.front();  // shown whole up to a line's worth
+    throw UsageError("unknown argument '" + (arg.size() <= 80 ? arg : arg.substr(0, 77) + "...") + "'");
+  }
 
   ParsedCommand out;
   out.operands = a.operands;

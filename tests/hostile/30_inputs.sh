@@ -34,6 +34,17 @@ probe in_steps_missing 2 10 "--steps needs a value" -- "$ztrain" train --config 
 probe in_seed_negative 2 10 "--seed expects an integer in \[0, 18446744073709551615\], got '-1'" -- \
   "$ztrain" train --config "$in_dir/c.json" --seed -1
 probe in_world_zero 2 10 "--world-size must be in \[1, 16777216\], got 0" -- "$ztrain" estimate --config "$in_dir/c.json" --world-size 0
+# The command line through CLI11 (runtime/cli/commands.hpp): help wins over everything after it,
+# needs no MPI under mpirun, a single-valued flag given twice takes the last, a bare --resume
+# means checkpoint.dir, and an absurd argument is named in a line.
+probe cli_help_first 0 10 "Usage: ztrain sample \[OPTIONS\]" -- "$ztrain" sample --checkpoint /nonexistent --help --tokens x
+probe cli_help_mpirun 0 30 "Usage: ztrain train \[OPTIONS\]" -- "${mp[@]}" -np 2 "$ztrain" train --help
+probe cli_config_format 2 10 "--format must be table or json, got 'xml'" -- "$ztrain" config --list --format xml
+probe cli_flag_twice 0 30 "step +2/2" -- "$ztrain" train --config "$in_dir/c.json" --steps 1 --steps 2
+probe cli_resume_bare 1 10 "train.resume: true \(resume from checkpoint.dir\) needs checkpoint.dir" -- \
+  "$ztrain" train --config "$in_dir/c.json" --resume
+probe cli_long_argument 2 10 "^ztrain: unknown argument '-{2}x{75}\.\.\.'$" -- \
+  "$ztrain" train --config "$in_dir/c.json" "--$(printf '%*s' 100000 '' | tr ' ' x)"
 
 # ---- sampling and weights to start from ------------------------------------------------------
 "$ztrain" train --config "$in_dir/c.json" --set train.save_model="$in_dir/m.bin" --set checkpoint.dir="$in_dir/ck" \

@@ -1,26 +1,71 @@
 #!/usr/bin/env python3
-"""`ztrain bench --plot`: the bench's rows (its --format json) as a PNG of two panels, the step time
+"""`ztrain bench --plot` and `ztrain train --plot`.
+
+bench: the bench's rows (its --format json) as a PNG of two panels, the step time
 (median, with the fastest and slowest step as a bar) and the peak memory per rank (stacked by
 category where the row has them, else the resident set), one bar per row, ztrain's points and the
 peers' side by side. Needs matplotlib (scripts/install-peers.sh's environment has it).
 
     bench_plot.py BENCH.json OUT.png
+
+train: a run's metrics file (train.metrics, JSON lines) as a PNG of the loss and the validation
+loss against the step (a step without a finite loss is left out, as the metrics line leaves it).
+
+    bench_plot.py --metrics METRICS.jsonl OUT.png
 """
 import json
 import sys
 import textwrap
 
 
-def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
+def pyplot():
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("bench_plot.py: matplotlib is not installed for " + sys.executable +
-                 " (scripts/install-peers.sh installs it; ztrain bench --python names another Python)")
+                 " (scripts/install-test-deps.sh and scripts/install-peers.sh install it; ztrain bench --python names another Python)")
+    return plt
+
+
+def plot_metrics(metrics, png):
+    steps, losses, val_steps, val_losses = [], [], [], []
+    for n, line in enumerate(open(metrics), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except ValueError:
+            sys.exit(f"bench_plot.py: {metrics}:{n}: not a JSON line")
+        if r.get("val_loss") is not None:
+            val_steps.append(r["step"])
+            val_losses.append(r["val_loss"])
+        elif r.get("loss") is not None:
+            steps.append(r["step"])
+            losses.append(r["loss"])
+    if not steps and not val_steps:
+        sys.exit(f"bench_plot.py: {metrics} holds no step with a loss to plot")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(steps, losses, label="loss", color="tab:blue", linewidth=1)
+    if val_steps:
+        ax.plot(val_steps, val_losses, label="validation loss", color="tab:orange", marker="o", markersize=3)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(metrics, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--metrics":
+        return plot_metrics(sys.argv[2], sys.argv[3])
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    plt = pyplot()
     bench = json.load(open(sys.argv[1]))
     rows = [r for r in bench["rows"] if "error" not in r]
     if not rows:

@@ -27,8 +27,8 @@ using nlohmann::json;
 // same change that implements it.
 constexpr std::string_view kDeepSpeedNotYet[] = {
     "amp",
-    "wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
-    "wandb", "csv_monitor", "comms_logger", "monitor_config", "data_types",
+    "wall_clock_breakdown", "memory_breakdown", "flops_profiler",
+    "comms_logger", "monitor_config", "data_types",
     "communication_data_type", "prescale_gradients", "gradient_predivide_factor",
     "sparse_gradients", "sparse_attention", "elasticity", "pipeline", "compression_training",
     "autotuning", "data_efficiency", "curriculum_learning", "zero_allow_untested_optimizer",
@@ -590,6 +590,32 @@ void read_aio(Section& top, AioConfig& a) {
   at_least(s->path("intra_op_parallelism"), a.intra_op_parallelism, 1);
 }
 
+// DeepSpeed's tensorboard and csv_monitor sections, its keys and defaults.
+void read_monitor(Section& top, const char* key, MonitorConfig& m) {
+  auto s = top.sub(key);
+  if (!s) return;
+  s->get("enabled", m.enabled);
+  s->get("output_path", m.output_path);
+  s->get("job_name", m.job_name);
+  s->done();
+  if (m.enabled && m.output_path.empty() && m.job_name.empty())
+    fail(s->path("job_name"), "and output_path are both empty: name the folder the files go to");
+}
+
+// DeepSpeed's monitors that send to a network service: refused when enabled (a section with
+// enabled false, as DeepSpeed configs often carry, is accepted and not read further).
+void read_service_monitor(Section& top, const char* key, const char* service) {
+  const json* v = top.find(key);
+  if (g_listing) g_listing->back().type = "refused when enabled";
+  if (!v) return;
+  if (!v->is_object()) fail(key, "expected an object, got " + show(*v));
+  const auto enabled = v->find("enabled");
+  if (enabled != v->end() && *enabled != json(false))
+    fail(std::string(key) + ".enabled", std::string("is DeepSpeed's ") + service +
+                                            " monitor, which sends to a network service; ztrain writes the same "
+                                            "scalars to files: the tensorboard and csv_monitor sections, and train.metrics");
+}
+
 void read_precision(Section& top, PrecisionConfig& p, Seen& seen) {
   seen.precision = top.find("bf16") || top.find("bfloat16") || top.find("fp16");
   bool bf16 = false, fp16 = false;
@@ -893,6 +919,10 @@ void read_sections(Section& top, Config& c, Seen& seen) {
   read_precision(top, c.precision, seen);
   read_aio(top, c.aio);
   read_checkpoint(top, c.checkpoint);
+  read_monitor(top, "tensorboard", c.tensorboard);
+  read_monitor(top, "csv_monitor", c.csv_monitor);
+  read_service_monitor(top, "wandb", "Weights & Biases");
+  read_service_monitor(top, "comet", "Comet");
   seen.train_batch_size = top.get("train_batch_size", c.train_batch_size);
   top.get("train_micro_batch_size_per_gpu", c.micro_batch);
   top.get("gradient_accumulation_steps", c.grad_accum);

@@ -181,6 +181,14 @@ struct PrecisionConfig {
   double min_loss_scale = 1.0;
 };
 
+// DeepSpeed's tensorboard and csv_monitor sections: rank 0 writes the run's scalars into
+// output_path/job_name (runtime/train/monitor.hpp).
+struct MonitorConfig {
+  bool enabled = false;
+  std::string output_path;  // "": the working folder, as DeepSpeed joins it
+  std::string job_name = "DeepSpeedJobName";
+};
+
 struct Config {
   ModelConfig model;
   DataConfig data;
@@ -195,6 +203,7 @@ struct Config {
   PrecisionConfig precision;
   CheckpointConfig checkpoint;
   AioConfig aio;  // DeepSpeed's aio section: the io_uring engine of nvme offload
+  MonitorConfig tensorboard, csv_monitor;
   int train_batch_size = 0;  // 0: not given (then micro * accumulation * world size)
   int micro_batch = 4;       // train_micro_batch_size_per_gpu
   int grad_accum = 1;        // gradient_accumulation_steps

@@ -37,6 +37,16 @@ void CheckpointFile::write_at(const void* p, size_t n, uint64_t off) const {
   }
 }
 
+void CheckpointFile::append(const void* p, size_t n) const {
+  const auto* b = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t w = ::write(fd_, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) fail_errno("cannot write", path_, what_);
+    b += w, n -= static_cast<size_t>(w);
+  }
+}
+
 bool CheckpointFile::read_at(void* p, size_t n, uint64_t off) const {
   auto* b = static_cast<char*>(p);
   while (n > 0) {

@@ -42,6 +42,9 @@ class CheckpointFile {
   CheckpointFile& operator=(const CheckpointFile&) = delete;
 
   void write_at(const void* p, size_t n, uint64_t off) const;
+  // Writes at the end of a file opened with O_APPEND, in one write(2) where the kernel takes it
+  // whole (a record never interleaves with another writer's, nor is cut by a kill between calls).
+  void append(const void* p, size_t n) const;
   // Reads n bytes at off; false at the end of the file before n bytes.
   bool read_at(void* p, size_t n, uint64_t off) const;
   void sync() const;

@@ -171,8 +171,32 @@ TEST_CASE("unknown keys at every depth") {
         "config: data.seqlen: unknown key (did you mean 'seq_len'?)");
 }
 
+TEST_CASE("DeepSpeed's monitors: tensorboard and csv_monitor taken, wandb and comet refused when enabled") {
+  const zt::Config d = zt::parse_config(minimal());
+  CHECK(!d.tensorboard.enabled);
+  CHECK(d.tensorboard.output_path.empty());
+  CHECK(d.csv_monitor.job_name == "DeepSpeedJobName");
+  json j = minimal();
+  j["tensorboard"] = {{"enabled", true}, {"output_path", "out"}, {"job_name", "run1"}};
+  j["csv_monitor"] = {{"enabled", true}};
+  j["wandb"] = {{"enabled", false}, {"project", "p"}, {"team", "t"}};
+  j["comet"] = {{"enabled", false}, {"api_key", "k"}};
+  const zt::Config c = zt::parse_config(j);
+  CHECK(c.tensorboard.enabled);
+  CHECK(c.tensorboard.output_path == "out");
+  CHECK(c.tensorboard.job_name == "run1");
+  CHECK(c.csv_monitor.enabled);
+  CHECK(error_of({"wandb.enabled=true"}).find("config: wandb.enabled: is DeepSpeed's Weights & Biases monitor, which sends to a network service") == 0);
+  CHECK(error_of({"comet.enabled=true"}).find("config: comet.enabled: is DeepSpeed's Comet monitor") == 0);
+  CHECK(error_of({"wandb=1"}) == "config: wandb: expected an object, got 1");
+  CHECK(error_of({"tensorboard.enabled=true", "tensorboard.job_name=\"\""}) ==
+        "config: tensorboard.job_name: and output_path are both empty: name the folder the files go to");
+  CHECK(error_of({"csv_monitor.enabled=yes"}).find("config: csv_monitor.enabled: expected") == 0);
+  CHECK(error_of({"tensorboard.path=x"}).find("config: tensorboard.path: unknown key") == 0);
+}
+
 TEST_CASE("DeepSpeed keys that are not implemented yet") {
-  for (const char* key : {"amp", "wandb",
+  for (const char* key : {"amp", "comms_logger",
                           "hybrid_engine", "weight_quantization", "wall_clock_breakdown"}) {
     CAPTURE(key);
     json j = minimal();
@@ -832,6 +856,7 @@ TEST_CASE("the listed keys are the reader's") {
     if (!k.fallback.empty()) value = json::parse(k.fallback);
     else if (k.type == "string") value = "";
     else if (k.type == "refused (not implemented)") value = true;
+    else if (k.type == "refused when enabled") value = json{{"enabled", true}};
     json* at = &j;
     for (size_t start = 0;;) {
       const size_t dot = k.path.find('.', start);
@@ -847,6 +872,7 @@ TEST_CASE("the listed keys are the reader's") {
     const std::string e = error_of(j);
     CHECK_MESSAGE(e.find("unknown key") == std::string::npos, e);
     if (k.type == "refused (not implemented)") CHECK_MESSAGE(e.find("not implement") != std::string::npos, e);
+    if (k.type == "refused when enabled") CHECK_MESSAGE(e.find("network service") != std::string::npos, e);
   }
   auto listed = [&](const std::string& path, const std::string& type, const std::string& fallback) {
     return std::any_of(keys.begin(), keys.end(),

@@ -175,17 +175,32 @@ std::vector<BenchRow> run_peers(const Config& cfg, int world, int warmup, int st
   return rows;
 }
 
+namespace {
+// bench/bench_plot.py with `args` (the last the PNG), its output in `scratch`.
+void run_plot(const std::vector<std::string>& args, const std::string& python, const ScratchDir& scratch) {
+  const std::string out = scratch.path + "/plot.out";
+  // Without the peers' environment, Debian's Python, for which scripts/install-test-deps.sh
+  // installs matplotlib (never whichever python3 comes first on PATH).
+  const std::string py = access(bench_python(python).c_str(), X_OK) == 0 ? bench_python(python) : "/usr/bin/python3";
+  std::vector<std::string> argv{py, scripts_dir() + "/bench_plot.py"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const int status = run_child(argv, {}, out, out);
+  if (status != 0)
+    throw std::runtime_error("--plot " + args.back() + ": bench/bench_plot.py (" + py + ") exited " +
+                             std::to_string(status) + ": " + tail_of(out, 3));
+}
+}  // namespace
+
 void plot_bench(const std::string& json, const std::string& png, const std::string& python) {
   ScratchDir scratch;
-  const std::string in = scratch.path + "/bench.json", out = scratch.path + "/plot.out";
+  const std::string in = scratch.path + "/bench.json";
   std::ofstream(in) << json;
-  // Without the peers' environment, Debian's Python, for which scripts/install-deps.sh installs
-  // matplotlib (never whichever python3 comes first on PATH).
-  const std::string py = access(bench_python(python).c_str(), X_OK) == 0 ? bench_python(python) : "/usr/bin/python3";
-  const int status = run_child({py, scripts_dir() + "/bench_plot.py", in, png}, {}, out, out);
-  if (status != 0)
-    throw std::runtime_error("--plot " + png + ": bench/bench_plot.py (" + py + ") exited " + std::to_string(status) +
-                             ": " + tail_of(out, 3));
+  run_plot({in, png}, python, scratch);
+}
+
+void plot_metrics(const std::string& metrics, const std::string& png) {
+  ScratchDir scratch;
+  run_plot({"--metrics", metrics, png}, "", scratch);
 }
 
 }  // namespace zt

@@ -29,6 +29,8 @@ void wait_for_ranks(Communicator& world);
 // On rank 0 only: bench/bench_plot.py draws `json` (bench_json's) as a PNG at `png`; throws
 // std::runtime_error with its output when it cannot (no matplotlib, an unwritable path).
 void plot_bench(const std::string& json, const std::string& png, const std::string& python);
+// `ztrain train --plot`: the same script draws a metrics file's loss and validation loss.
+void plot_metrics(const std::string& metrics, const std::string& png);
 
 // The Python the peers and the plot run on: `python` if given, else the environment of
 // scripts/install-peers.sh ($ZTRAIN_PEERS, or ~/.cache/ztrain-peers).

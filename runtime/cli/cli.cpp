@@ -18,9 +18,11 @@
 #include "runtime/agreed.hpp"
 #include "runtime/api/trainer_handle.hpp"
 #include "runtime/cli/bench.hpp"
+#include "runtime/cli/bench_peers.hpp"
 #include "runtime/cli/cli_flags.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/config.hpp"
+#include "runtime/file_io.hpp"
 #include "runtime/plan/estimate.hpp"
 #include "runtime/plan/simulate.hpp"
 #include "runtime/checkpoint/export.hpp"
@@ -36,8 +38,8 @@ namespace zt {
 namespace {
 
 
-// The train command's flags and config file, read into the run's settings.
-Config train_config(int argc, char** argv) {
+// The train command's flags and config file, read into the run's settings; --plot's file in *plot.
+Config train_config(int argc, char** argv, std::string* plot) {
   // The shortcut flags are spelled as the --set they stand for, applied in command-line order.
   const std::map<std::string, std::string> shortcut = {{"--init-from", "model.init_from"}, {"--train-data", "data.train"},
                                                        {"--steps", "train.steps"},        {"--seed", "train.seed"},
@@ -52,6 +54,8 @@ Config train_config(int argc, char** argv) {
       config = value;
     } else if (flag == "--set") {
       overrides.push_back(value);
+    } else if (flag == "--plot") {
+      *plot = value;
     } else {
       // Checked here, so that a bad number is a usage error naming the flag, not the key.
       const std::string v = flag == "--steps"  ? std::to_string(int_flag(flag, value, 1, INT_MAX))
@@ -61,14 +65,23 @@ Config train_config(int argc, char** argv) {
     }
   }
   if (config.empty()) throw UsageError("train needs --config FILE");
-  return load_config(config, overrides);
+  Config cfg = load_config(config, overrides);
+  if (!plot->empty() && cfg.train.metrics.empty())
+    throw UsageError("train --plot draws the curves from the metrics file: give train.metrics too (--metrics FILE)");
+  if (!plot->empty() && resolved_path(*plot) == resolved_path(cfg.train.metrics))
+    throw UsageError("train --plot '" + *plot + "' is the metrics file it draws from; name another file");
+  return cfg;
 }
 
 int cmd_train(int argc, char** argv, ProcessGroup& pg) {
   // Every rank reads its own command line and file: a rank that cannot ends the others with it,
   // and ranks that all fail alike end together ([Note: failing together]).
   Config cfg;
-  agreed(pg.world(), "reading the command line and the configuration", [&] { cfg = train_config(argc, argv); });
+  std::string plot;
+  agreed(pg.world(), "reading the command line and the configuration", [&] {
+    cfg = train_config(argc, argv, &plot);
+    if (!plot.empty() && pg.world().rank() == 0) ReplacedFile probe(plot, "train --plot");  // writable: now, not after the run
+  });
   // The embedding API's trainer, driven as any host drives it (runtime/api/trainer_handle.hpp); its
   // log goes to standard output from rank 0. An error comes back as its message, with the mark of
   // an error every rank raised together still set ([Note: failing the job]).
@@ -79,6 +92,10 @@ int cmd_train(int argc, char** argv, ProcessGroup& pg) {
   ok(api::create_trainer(cfg, pg.world(), &t));
   const std::unique_ptr<zt_trainer, zt_status (*)(zt_trainer*)> owned(t, zt_trainer_destroy);
   ok(zt_trainer_run(t));
+  if (!plot.empty() && pg.world().rank() == 0) {
+    plot_metrics(cfg.train.metrics, plot);
+    std::cout << "plotted " << cfg.train.metrics << " to " << plot << std::endl;
+  }
   return 0;
 }
 

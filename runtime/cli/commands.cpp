@@ -31,6 +31,7 @@ std::vector<CommandSpec> make_specs() {
         {"--seed", "N", "train.seed: the initialisation and data seed, any 64-bit unsigned integer", nullptr},
         {"--metrics", "FILE", "train.metrics: a JSON line per step and per validation", nullptr},
         {"--trace", "FILE", "train.trace: a Chrome trace of the run, a lane per collective", nullptr},
+        {"--plot", "FILE.png", "when the run ends, draw the loss and validation loss against the step from train.metrics", nullptr},
         {"--resume", "[DIR]", "train.resume: continue from a checkpoint (a step folder or a root's latest); alone: checkpoint.dir", nullptr, T::optional}}},
       {"sample",
        "generate text from a model or a checkpoint",

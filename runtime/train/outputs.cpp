@@ -18,6 +18,7 @@
 #include "runtime/checkpoint/checkpoint_root.hpp"
 #include "runtime/data/data.hpp"
 #include "runtime/file_io.hpp"
+#include "runtime/train/monitor.hpp"
 
 namespace zt {
 
@@ -107,6 +108,29 @@ void check_outputs(const Config& cfg, Communicator& comm) {
       } else {
         check_writable_in_place(o.path, o.key);
       }
+    }
+    // The monitors' folders hold files of their own names (runtime/train/monitor.hpp): checked as
+    // a folder the run writes into, which both sections may share.
+    for (const auto& [key, m] : {std::pair{"tensorboard", &cfg.tensorboard}, std::pair{"csv_monitor", &cfg.csv_monitor}}) {
+      if (!m->enabled) continue;
+      const std::string folder = monitor_folder(*m);
+      const std::string said = std::string(key) + ": the folder '" + folder + "' (output_path/job_name)";
+      // Its files have names of their own (events.out.tfevents.*, <tag>.csv), so the folder may
+      // hold other things; it may not lie in what the run reads or in what ztrain manages.
+      for (const auto& [role, input] : inputs.models)
+        if (!input.empty() && lies_within(folder, input))
+          throw std::runtime_error(said + " is or lies in " + role + " ('" + input + "'), which the run reads; write it elsewhere");
+      if (!cfg.checkpoint.dir.empty() && in_checkpoint_folder(cfg.checkpoint.dir, folder))
+        throw std::runtime_error(said + " lies inside the checkpoint folder '" + cfg.checkpoint.dir +
+                                 "', whose `latest` and step_<k> folders ztrain manages; write it elsewhere");
+      if (!cfg.train.resume.empty() && !resumed) resumed = std::make_unique<SavedCheckpoint>(cfg.train.resume);
+      if (resumed && resumed->owns(folder))
+        throw std::runtime_error(said + " lies inside the checkpoint this run resumes from ('" + resumed->folder() +
+                                 "'); write it elsewhere");
+      std::error_code ec;
+      if (fs::exists(folder, ec) && !fs::is_directory(folder, ec))
+        throw std::runtime_error(said + " is a file; name a folder");
+      ReplacedFile probe((fs::path(folder) / ".ztrain-probe").string(), key);  // the folder made; the file removed again
     }
   });
 }

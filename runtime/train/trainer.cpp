@@ -25,6 +25,7 @@
 #include "runtime/checkpoint/model_writer.hpp"
 #include "runtime/train/memory_floor.hpp"
 #include "runtime/train/metrics.hpp"
+#include "runtime/train/monitor.hpp"
 #include "runtime/train/outputs.hpp"
 #include "runtime/train/schedule.hpp"
 #include "runtime/checkpoint/weights.hpp"
@@ -222,6 +223,9 @@ Trainer::Trainer(const Config& cfg, Communicator& comm)
   if (!cfg_.train.resume.empty()) resume_from(cfg_.train.resume);
   if (!cfg_.train.metrics.empty() && comm_.rank() == 0)
     metrics_ = std::make_unique<MetricsWriter>(cfg_.train.metrics, cfg_.train.resume.empty() ? -1 : steps_done_);
+  if (comm_.rank() == 0 && (cfg_.tensorboard.enabled || cfg_.csv_monitor.enabled))
+    monitors_ = std::make_unique<Monitors>(cfg_, cfg_.train.resume.empty() ? -1 : steps_done_,
+                                           static_cast<int64_t>(B_) * cfg_.grad_accum * comm_.size());
 }
 
 void Trainer::resume_from(const std::string& dir) {
@@ -376,6 +380,7 @@ StepStats Trainer::step_on(const int32_t* inputs, const int32_t* targets, bool m
   s.comm_bytes_inter = inter - inter_before;
   s.comm_bytes = s.comm_bytes_inter + intra - intra_before;
   if (metrics_) metrics_->write(s);
+  if (monitors_) monitors_->write(s, steps_done_ - updates_done_);
   return s;
 }
 
@@ -563,6 +568,7 @@ void Trainer::run(const std::function<void(const std::string&)>& log) {
     if (validating && (s.step % tc.val_interval == 0 || s.step == tc.steps)) {
       const double v = validate();
       if (metrics) metrics->write_val(s.step, v);
+      if (monitors_) monitors_->write_val(s.step, v);
       log(val_line(s.step, v));
     }
     const int every = cfg_.checkpoint.save_interval;

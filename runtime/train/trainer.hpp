@@ -18,6 +18,7 @@
 #include "runtime/data/data.hpp"
 #include "runtime/zero/loss_scaler.hpp"
 #include "runtime/train/metrics.hpp"
+#include "runtime/train/monitor.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/zero/engine.hpp"
 #include "tensor/allocator.hpp"
@@ -160,6 +161,7 @@ class Trainer {
   LossScaler scaler_;
   std::optional<double> lr_override_;  // set_lr
   std::unique_ptr<MetricsWriter> metrics_;  // train.metrics, on rank 0
+  std::unique_ptr<Monitors> monitors_;      // the tensorboard and csv_monitor sections, on rank 0
   Tensor inputs_, targets_;
   std::vector<int32_t> step_inputs_, step_targets_;  // a step's micro-batches, read before the first
 };

@@ -25,7 +25,7 @@ def pyplot():
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("bench_plot.py: matplotlib is not installed for " + sys.executable +
-                 " (scripts/install-test-deps.sh and scripts/install-peers.sh install it; ztrain bench --python names another Python)")
+                 " (scripts/install-deps.sh and scripts/install-peers.sh install it; ztrain bench --python names another Python)")
     return plt
 
 

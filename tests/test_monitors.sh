@@ -11,7 +11,7 @@ set -u
 mpirun=$1 ztrain=$2 py=$3
 here=$(dirname "$0")
 . "$here/common.sh"
-"$py" -c "import tensorboard" 2> /dev/null || { echo "FAIL: tensorboard is not installed for $py (scripts/install-test-deps.sh)"; exit 1; }
+"$py" -c "import tensorboard" 2> /dev/null || { echo "FAIL: tensorboard is not installed for $py (scripts/install-deps.sh)"; exit 1; }
 check() {  # check NAME METRICS [--prefix]: the files of $dir/tb/job and $dir/csv/DeepSpeedJobName against METRICS
   local name=$1 metrics=$2
   shift 2

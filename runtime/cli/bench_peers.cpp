@@ -179,7 +179,7 @@ namespace {
 // bench/bench_plot.py with `args` (the last the PNG), its output in `scratch`.
 void run_plot(const std::vector<std::string>& args, const std::string& python, const ScratchDir& scratch) {
   const std::string out = scratch.path + "/plot.out";
-  // Without the peers' environment, Debian's Python, for which scripts/install-test-deps.sh
+  // Without the peers' environment, Debian's Python, for which scripts/install-deps.sh
   // installs matplotlib (never whichever python3 comes first on PATH).
   const std::string py = access(bench_python(python).c_str(), X_OK) == 0 ? bench_python(python) : "/usr/bin/python3";
   std::vector<std::string> argv{py, scripts_dir() + "/bench_plot.py"};

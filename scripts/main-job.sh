@@ -8,7 +8,7 @@
 # on every linear layer; the model frozen and replicated on each rank, the adapters sharded) under
 # ZeRO stage 3 on 2 ranks, which ran 0.74x the full fine-tune's step (bench/RESULTS.md). It prints
 # the held-out loss before and after, and the model's answer to a held-out question before and
-# after, and exports the adapters for PEFT. About 4 minutes on 2 cores after the build.
+# after, and exports the adapters for PEFT. About 2 minutes on 2 cores after the build.
 # Extra arguments go to `ztrain train` (e.g. --steps 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."

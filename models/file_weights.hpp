@@ -1,4 +1,4 @@
-// A model's parameters read from a foreign checkpoint's tensors (models/tensor_file.hpp): the
+// A model's parameters read from a foreign checkpoint's tensors (files/tensor_file.hpp): the
 // format's adapter (models/hf_format.cpp, models/gguf_format.cpp) says which file tensor holds each
 // ParamSpec and, where the format stores rows in another order, which file row holds each model
 // row; this reads any element range of a unit through that map, so a rank can read only its shard.
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "models/model.hpp"
-#include "models/tensor_file.hpp"
+#include "files/tensor_file.hpp"
 
 namespace zt {
 

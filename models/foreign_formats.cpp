@@ -6,7 +6,7 @@
 #include "models/file_weights.hpp"
 #include "models/gguf_format.hpp"
 #include "models/hf_format.hpp"
-#include "models/safetensors_file.hpp"
+#include "files/safetensors_file.hpp"
 
 namespace zt {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "models/file_weights.hpp"
-#include "models/gguf_file.hpp"
+#include "files/gguf_file.hpp"
 
 namespace zt {
 

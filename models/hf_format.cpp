@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "models/foreign_formats.hpp"
-#include "models/json_text.hpp"
-#include "models/safetensors_file.hpp"
+#include "files/json_text.hpp"
+#include "files/safetensors_file.hpp"
 
 namespace zt {
 
@@ -60,7 +60,7 @@ json read_json(const std::string& path) {
   if (!in) throw std::runtime_error("'" + path + "': cannot open");
   std::ostringstream text;
   text << in.rdbuf();
-  JsonParsed<json> p = parse_json(text.str());  // [Note: JSON from files] in models/json_text.hpp
+  JsonParsed<json> p = parse_json(text.str());  // [Note: JSON from files] in files/json_text.hpp
   if (!p.ok()) throw std::runtime_error("'" + path + "': not valid JSON: " + p.error);
   return std::move(p.value);
 }

@@ -9,7 +9,7 @@
 
 #include "models/file_weights.hpp"
 #include "models/model.hpp"
-#include "models/tensor_file.hpp"
+#include "files/tensor_file.hpp"
 
 namespace zt {
 

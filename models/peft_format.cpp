@@ -8,8 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "models/json_text.hpp"
-#include "models/safetensors_file.hpp"
+#include "files/json_text.hpp"
+#include "files/safetensors_file.hpp"
 
 namespace zt {
 
@@ -57,7 +57,7 @@ PeftAdapters::PeftAdapters(const std::string& path, const Model& model) : model_
   if (!in) throw std::runtime_error("lora.init_from: '" + config + "' cannot be read (a PEFT adapter folder holds it)");
   std::ostringstream text;
   text << in.rdbuf();
-  JsonParsed<json> parsed = parse_json(text.str());  // [Note: JSON from files] in models/json_text.hpp
+  JsonParsed<json> parsed = parse_json(text.str());  // [Note: JSON from files] in files/json_text.hpp
   if (!parsed.ok()) throw std::runtime_error("lora.init_from: '" + config + "' is not valid JSON: " + parsed.error);
   if (!parsed.value.is_object()) throw std::runtime_error("lora.init_from: '" + config + "' is not a JSON object");
   const json c = std::move(parsed.value);

@@ -1,6 +1,6 @@
 #include "runtime/config.hpp"
 
-#include "models/json_text.hpp"
+#include "files/json_text.hpp"
 #include "models/model_dims.hpp"
 #include "models/registry.hpp"
 
@@ -48,7 +48,7 @@ constexpr int kMaxThreads = 1024;
 }
 
 // Values are echoed as JSON, so a string shows its quotes; huge ones are cut to keep one line
-// ([Note: JSON from files] in models/json_text.hpp).
+// ([Note: JSON from files] in files/json_text.hpp).
 std::string show(const json& v) { return show_json(v); }
 
 // No key of ztrain's or DeepSpeed's nests deeper than 4 (optimizer.params.betas[0]); values are

@@ -17,18 +17,19 @@ FOLDERS = {
     "kernels": {"tensor"},
     "comm": {"tensor"},
     "offload": {"tensor"},
-    "models": {"tensor", "kernels"},
-    "runtime": {"tensor", "kernels", "comm", "offload", "models"},
+    "files": {"tensor"},
+    "models": {"tensor", "kernels", "files"},
+    "runtime": {"tensor", "kernels", "comm", "offload", "files", "models"},
 }
 # runtime/'s rooms, top first; a room may include the rooms after it, except its peers ("zero" and
 # "data" are peers; "text" is the tokenizer, below data), and the files in runtime/ itself (config, trace, file I/O, agreement) use no room.
 ROOMS = [["cli"], ["api"], ["plan"], ["train"], ["checkpoint"], ["zero", "data"], ["text"], [""]]
 rank = {room: i for i, group in enumerate(ROOMS) for room in group}
-# What runtime/ may use of models/: the interface, its dimensions, the factory and the file formats
-# (GGUF's reader for the tokenizer metadata a GGUF file carries beside the weights), and the bounded
-# JSON reading every file reader shares (models/json_text.hpp).
+# What runtime/ may use of models/: the interface, its dimensions, the factory and the file-format
+# adapters. The container readers (GGUF's, for the tokenizer metadata a GGUF file carries beside the
+# weights) and the bounded JSON reading every file reader shares live below, in files/.
 MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/lora.hpp", "models/checkpointing.hpp", "models/init.hpp", "models/registry.hpp", "models/llmc_format.hpp",
-                     "models/foreign_formats.hpp", "models/gguf_file.hpp", "models/peft_format.hpp", "models/json_text.hpp"}
+                     "models/foreign_formats.hpp", "models/peft_format.hpp"}
 
 
 def room_of(path):  # "runtime/zero/x.hpp" -> "zero"; "runtime/config.hpp" -> ""

@@ -13,7 +13,7 @@
 
 #include "models/hf_format.hpp"
 #include "models/registry.hpp"
-#include "models/safetensors_file.hpp"
+#include "files/safetensors_file.hpp"
 #include "runtime/checkpoint/model_writer.hpp"
 #include "runtime/checkpoint/weights.hpp"
 #include "runtime/data/data.hpp"

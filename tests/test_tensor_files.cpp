@@ -1,4 +1,4 @@
-// The TensorFile readers (models/tensor_file.hpp) against files written by each format's own
+// The TensorFile readers (files/tensor_file.hpp) against files written by each format's own
 // library. tests/ref/make_tensor_files.py writes them at test time (one generator per format)
 // together with the values a reader must produce (its <set>.txt manifests, <set>.expected/NAME.f32).
 // Each format's cases sit in their own namespace and section and make their own files.
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/gguf_file.hpp"
+#include "files/gguf_file.hpp"
 #include "tests/test_util.hpp"
 
 using namespace zt;
@@ -39,7 +39,7 @@ std::string error_of(F&& f) {
 
 }  // namespace tensor_files_test
 
-// ---- GGUF (models/gguf_file.hpp), against the gguf Python package ---------------------------------
+// ---- GGUF (files/gguf_file.hpp), against the gguf Python package ---------------------------------
 namespace gguf_test {
 
 using tensor_files_test::error_of;
@@ -76,7 +76,7 @@ int64_t numel(const Shape& s) {
 }
 
 // got against gguf.quants.dequantize's values for elements [begin, begin + got.size()), bit for
-// bit: every product q * d is exact in f32 (models/gguf_file.cpp), so even Q4_1's q * d + m
+// bit: every product q * d is exact in f32 (files/gguf_file.cpp), so even Q4_1's q * d + m
 // rounds once in numpy and in any build, fused multiply-add or not.
 void check_values(const std::string& dtype, const std::vector<float>& got, const std::vector<float>& want,
                   int64_t begin) {
@@ -292,7 +292,7 @@ TEST_CASE("gguf: broken files fail at open with the file's name and what is wron
   }
 }
 
-// ---- safetensors (models/safetensors_file.hpp), against the safetensors Python package ----------
+// ---- safetensors (files/safetensors_file.hpp), against the safetensors Python package ----------
 // This section's own includes, so that each format's section stands alone.
 #include <cstdint>
 #include <cstdlib>
@@ -305,7 +305,7 @@ TEST_CASE("gguf: broken files fail at open with the file's name and what is wron
 #include <string>
 #include <vector>
 
-#include "models/safetensors_file.hpp"
+#include "files/safetensors_file.hpp"
 #include "tests/test_util.hpp"
 
 namespace safetensors_tests {

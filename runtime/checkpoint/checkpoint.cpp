@@ -31,7 +31,7 @@
 
 #include "kernels/cpu/kernels.hpp"
 #include "models/init.hpp"
-#include "models/json_text.hpp"
+#include "files/json_text.hpp"
 #include "models/registry.hpp"
 #include "offload/checksum.hpp"
 
@@ -370,7 +370,7 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
   if (!in) throw CheckpointError("checkpoint: cannot read '" + meta_path_ + "': " + std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
-  JsonParsed<json> parsed = parse_json(text.str());  // [Note: JSON from files] in models/json_text.hpp
+  JsonParsed<json> parsed = parse_json(text.str());  // [Note: JSON from files] in files/json_text.hpp
   if (!parsed.ok() || !parsed.value.is_object())
     throw CheckpointError("checkpoint: '" + meta_path_ + "' is not valid JSON" + (parsed.ok() ? " object" : ": " + parsed.error));
   meta_ = std::move(parsed.value);

@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "models/json_text.hpp"
+#include "files/json_text.hpp"
 #include "runtime/train/trainer.hpp"
 
 extern char** environ;

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/json_text.hpp"
+#include "files/json_text.hpp"
 #include "runtime/data/data.hpp"
 #include "runtime/data/token_shards.hpp"
 #include "runtime/file_io.hpp"
@@ -103,7 +103,7 @@ std::vector<int32_t> encode_item(const Doc& doc, const Item& item, TokenEncoder&
     const size_t nl = std::min(text.find('\n', line), text.size());
     const std::string_view s(text.data() + line, nl - line);
     if (s.find_first_not_of(" \t\r") != std::string_view::npos) {
-      const auto j = parse_json(s).value;  // [Note: JSON from files] in models/json_text.hpp
+      const auto j = parse_json(s).value;  // [Note: JSON from files] in files/json_text.hpp
       if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string())
         fail(doc.path + ": the line at byte " + std::to_string(begin + int64_t(line)) +
              " is not a JSON object with a string \"text\"");

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/json_text.hpp"
+#include "files/json_text.hpp"
 #include "runtime/data/data.hpp"
 #include "runtime/text/chat_template.hpp"
 #include "runtime/text/tokenizer.hpp"
@@ -32,7 +32,7 @@ struct Parsed {
 
 Parsed parse_line(std::string_view line, const std::string& system) {
   Parsed p;
-  JsonParsed<json> parsed = parse_json(line);  // [Note: JSON from files] in models/json_text.hpp
+  JsonParsed<json> parsed = parse_json(line);  // [Note: JSON from files] in files/json_text.hpp
   if (!parsed.ok()) return {{}, parsed.error.starts_with("arrays or objects nest") ? parsed.error : "not JSON"};
   const json& j = parsed.value;
   if (!j.is_object()) return {{}, "not a JSON object"};

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
-#include "models/json_text.hpp"
+#include "files/json_text.hpp"
 #include "runtime/config.hpp"
 
 namespace zt {
@@ -121,7 +121,7 @@ Cluster load_cluster(const std::string& path) {
   if (!in) throw ConfigError("cluster " + path + ": cannot open it");
   std::ostringstream text;
   text << in.rdbuf();
-  JsonParsed<json> parsed = parse_json(text.str());  // [Note: JSON from files] in models/json_text.hpp
+  JsonParsed<json> parsed = parse_json(text.str());  // [Note: JSON from files] in files/json_text.hpp
   if (!parsed.ok()) throw ConfigError("cluster " + path + ": not valid JSON: " + parsed.error);
   const json j = std::move(parsed.value);
   const Reader top(path, j, "");

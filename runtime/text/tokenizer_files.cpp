@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/gguf_file.hpp"
-#include "models/json_text.hpp"
+#include "files/gguf_file.hpp"
+#include "files/json_text.hpp"
 
 namespace zt {
 
@@ -192,7 +192,7 @@ bool read_normalizer(const std::string& source, const json& n) {
 TokenizerSpec tokenizer_json(const std::string& path) {
   json j;
   try {
-    JsonParsed<json> parsed = parse_json(read_whole(path));  // [Note: JSON from files] in models/json_text.hpp
+    JsonParsed<json> parsed = parse_json(read_whole(path));  // [Note: JSON from files] in files/json_text.hpp
     if (!parsed.ok()) fail(path, "not a usable tokenizer.json: not valid JSON: " + parsed.error);
     j = std::move(parsed.value);
     TokenizerSpec spec;

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "models/json_text.hpp"
+#include "files/json_text.hpp"
 #include "runtime/file_io.hpp"
 #include "runtime/trace.hpp"
 
@@ -22,7 +22,7 @@ MetricsWriter::MetricsWriter(const std::string& path, int keep_through) : path_(
     // run that dies now leaves the history as it was, not cut.
     std::string kept;
     for (std::string l; std::getline(earlier, l);) {
-      const nlohmann::json j = parse_json(l).value;  // [Note: JSON from files] in models/json_text.hpp
+      const nlohmann::json j = parse_json(l).value;  // [Note: JSON from files] in files/json_text.hpp
       if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= keep_through)
         kept += l + '\n';
     }

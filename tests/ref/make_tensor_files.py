@@ -228,7 +228,7 @@ def make_safetensors(out):
 
 
 # ---- gguf: the gguf package (llama.cpp's gguf-py) ----------------------------------------------
-# good.gguf holds every type models/gguf_file.cpp dequantizes, in 1-D, 2-D and 3-D shapes (numpy
+# good.gguf holds every type files/gguf_file.cpp dequantizes, in 1-D, 2-D and 3-D shapes (numpy
 # order, outermost first; GGUF stores them reversed), and metadata of every value type. Expected
 # values come from reading each file back with GGUFReader and gguf.quants.dequantize. The other
 # files are good.gguf with one thing broken, or a Q6_K tensor that opens but is not read.

@@ -2,7 +2,7 @@
 // ({name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}), then the data,
 // offsets counted from the byte after the header. Everything the header says is checked at open,
 // so read_f32 needs only the range checks of its own arguments.
-#include "models/safetensors_file.hpp"
+#include "files/safetensors_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/json_text.hpp"
+#include "files/json_text.hpp"
 #include "tensor/dtype.hpp"  // f16_to_f32 and bf16_to_f32: exact, subnormals, inf and NaN included
 
 namespace zt {
@@ -160,7 +160,7 @@ std::pair<std::unique_ptr<Shard>, std::vector<Located>> open_shard(const std::st
   pread_all(*shard, "header", text.data(), static_cast<int64_t>(header_len), 8);
   shard->data_start = 8 + static_cast<int64_t>(header_len);
 
-  JsonParsed<Json> parsed = parse_json<Json>(text);  // [Note: JSON from files] in models/json_text.hpp
+  JsonParsed<Json> parsed = parse_json<Json>(text);  // [Note: JSON from files] in files/json_text.hpp
   if (!parsed.ok()) throw file_error(path, "header is not valid JSON: " + parsed.error);
   const Json header = std::move(parsed.value);
   if (!header.is_object()) throw file_error(path, "header is not a JSON object");

@@ -1,4 +1,4 @@
-#include "models/json_text.hpp"
+#include "files/json_text.hpp"
 
 namespace zt {
 

@@ -1,4 +1,4 @@
-// Hugging Face safetensors files as a TensorFile (models/tensor_file.hpp): one `.safetensors` file,
+// Hugging Face safetensors files as a TensorFile (files/tensor_file.hpp): one `.safetensors` file,
 // or a sharded set through its `model.safetensors.index.json`. F32, BF16 and F16 read as f32 (the
 // widening is exact); tensors of other dtypes are listed but not read.
 #pragma once
@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "models/tensor_file.hpp"
+#include "files/tensor_file.hpp"
 
 namespace zt {
 

@@ -22,7 +22,7 @@
 #include <variant>
 #include <vector>
 
-#include "models/tensor_file.hpp"
+#include "files/tensor_file.hpp"
 
 namespace zt {
 

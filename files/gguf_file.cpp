@@ -1,8 +1,8 @@
-// GGUF reading ([Note: GGUF layout] in models/gguf_file.hpp): the header through a buffered
+// GGUF reading ([Note: GGUF layout] in files/gguf_file.hpp): the header through a buffered
 // reader that checks every count and length against the bytes left in the file before it
 // allocates, so a hostile or truncated file fails with a message instead of a huge allocation;
 // tensor data through pread of the covering blocks only.
-#include "models/gguf_file.hpp"
+#include "files/gguf_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 namespace zt {
 
@@ -69,6 +70,15 @@ void write_atomically(const std::string& path, const std::string& text, const st
   ReplacedFile f(path, what);
   f.file().write_at(text.data(), text.size(), 0);
   f.commit();
+}
+
+void keep_lines(const std::string& path, const std::function<bool(const std::string&)>& keep, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  std::string kept;
+  for (std::string line; std::getline(in, line) && !in.eof();)  // eof: no newline after it
+    if (keep(line)) kept += line + '\n';
+  in.close();
+  write_atomically(path, kept, what);
 }
 
 void rename_synced(const std::string& from, const std::string& to) {

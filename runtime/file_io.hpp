@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -60,6 +61,10 @@ class CheckpointFile {
 void sync_dir(const std::string& dir);
 // Writes `text` to `path` through a ReplacedFile; errors name `what` (the file's role).
 void write_atomically(const std::string& path, const std::string& text, const std::string& what = "checkpoint");
+// Rewrites `path` whole (through write_atomically) with the lines keep() accepts, in order; a last
+// line without its newline (a write a kill cut short) goes. How a resumed run cuts a file it
+// continues back to the step it resumed at (train.metrics, the CSV monitor's files).
+void keep_lines(const std::string& path, const std::function<bool(const std::string&)>& keep, const std::string& what);
 // Renames `from` over `to`, then fsyncs the folder of `to`.
 void rename_synced(const std::string& from, const std::string& to);
 

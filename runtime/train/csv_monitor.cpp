@@ -4,8 +4,7 @@
 
 #include <charconv>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 namespace zt {
 
@@ -19,25 +18,11 @@ std::string shortest(double v) {
   return std::string(buf, r.ptr);
 }
 
-// The lines of an earlier attempt's file that a run resumed at `keep_through` keeps: the header
-// and the rows up to it; a last line without its newline (a torn write) goes.
-std::string kept_rows(const std::string& path, int64_t keep_through) {
-  std::ifstream in(path, std::ios::binary);
-  std::string kept, line;
-  bool header = true;
-  while (std::getline(in, line)) {
-    if (in.eof()) break;  // no newline after it: torn
-    if (header) {
-      kept += line + '\n';
-      header = false;
-      continue;
-    }
-    int64_t samples = 0;
-    const auto r = std::from_chars(line.data(), line.data() + line.size(), samples);
-    if (r.ec != std::errc() || r.ptr == line.data() + line.size() || *r.ptr != ',' || samples > keep_through) continue;
-    kept += line + '\n';
-  }
-  return kept;
+// Whether a row of an earlier attempt's file lies at or before `keep_through` samples.
+bool row_kept(const std::string& line, int64_t keep_through) {
+  int64_t samples = 0;
+  const auto r = std::from_chars(line.data(), line.data() + line.size(), samples);
+  return r.ec == std::errc() && r.ptr != line.data() + line.size() && *r.ptr == ',' && samples <= keep_through;
 }
 
 }  // namespace
@@ -60,10 +45,12 @@ CheckpointFile& CsvMonitor::file_for(const std::string& tag) {
   const std::string path = (fs::path(folder_) / csv_file_name(tag)).string();
   // Opened the first time the run writes the tag: a fresh run's file starts anew, a resumed run's
   // keeps its rows up to the resumed step.
-  std::string head;
-  if (keep_through_ >= 0 && fs::exists(path)) head = kept_rows(path, keep_through_);
-  if (head.empty()) head = "step," + tag.substr(tag.rfind('/') + 1) + "\n";
-  write_atomically(path, head, what_);
+  if (keep_through_ >= 0 && fs::exists(path)) {
+    bool header = true;
+    keep_lines(path, [&](const std::string& l) { return std::exchange(header, false) || row_kept(l, keep_through_); }, what_);
+  }
+  if (keep_through_ < 0 || !fs::exists(path) || fs::file_size(path) == 0)
+    write_atomically(path, "step," + tag.substr(tag.rfind('/') + 1) + "\n", what_);
   auto file = std::make_unique<CheckpointFile>(path, O_WRONLY | O_APPEND, what_);
   return *files_.emplace(tag, std::move(file)).first->second;
 }

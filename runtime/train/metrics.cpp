@@ -20,15 +20,10 @@ MetricsWriter::MetricsWriter(const std::string& path, int keep_through) : path_(
   if (earlier) {
     // The lines kept are put in place whole before the run appends ([Note: replacing a file]): a
     // run that dies now leaves the history as it was, not cut.
-    std::string kept;
-    for (std::string l; std::getline(earlier, l);) {
+    keep_lines(path, [&](const std::string& l) {
       const nlohmann::json j = parse_json(l).value;  // [Note: JSON from files] in files/json_text.hpp
-      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= keep_through)
-        kept += l + '\n';
-    }
-    ReplacedFile file(path, "train.metrics");
-    file.file().write_at(kept.data(), kept.size(), 0);
-    file.commit();
+      return j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= keep_through;
+    }, "train.metrics");
   }
   errno = 0;
   out_.open(path, earlier.is_open() ? std::ios::app : std::ios::trunc);

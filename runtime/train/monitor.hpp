@@ -46,7 +46,6 @@ class Monitors {
  public:
   Monitors(const Config& cfg, int resumed_step, int64_t samples_per_step);
   ~Monitors();
-  bool empty() const { return writers_.empty(); }
   void write(const StepStats& s, int64_t skipped_steps);
   void write_val(int step, double val_loss);
 

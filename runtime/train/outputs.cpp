@@ -81,6 +81,16 @@ void check_outputs(const Config& cfg, Communicator& comm) {
                               {"train.metrics", cfg.train.metrics, false}};
     std::unique_ptr<SavedCheckpoint> resumed;  // read when an output is to be checked against it
     const auto inputs = run_inputs(cfg);
+    // What ztrain manages, which no output may lie in: checkpoint.dir's names, the checkpoint resumed from.
+    auto refuse_managed = [&](const std::string& said, const std::string& path) {
+      if (!cfg.checkpoint.dir.empty() && in_checkpoint_folder(cfg.checkpoint.dir, path))
+        throw std::runtime_error(said + " lies inside the checkpoint folder '" + cfg.checkpoint.dir +
+                                 "', whose `latest` and step_<k> folders ztrain manages; write it elsewhere");
+      if (!cfg.train.resume.empty() && !resumed) resumed = std::make_unique<SavedCheckpoint>(cfg.train.resume);
+      if (resumed && resumed->owns(path))
+        throw std::runtime_error(said + " lies inside the checkpoint this run resumes from ('" + resumed->folder() +
+                                 "'); write it elsewhere");
+    };
     for (size_t i = 0; i < std::size(outputs); ++i) {
       const Output& o = outputs[i];
       if (o.path.empty()) continue;
@@ -96,13 +106,7 @@ void check_outputs(const Config& cfg, Communicator& comm) {
       }
       if (inputs.data.count(resolved_path(o.path)))
         throw std::runtime_error(said + " is a data file of the run, which it reads; write it elsewhere");
-      if (!cfg.checkpoint.dir.empty() && in_checkpoint_folder(cfg.checkpoint.dir, o.path))
-        throw std::runtime_error(said + " lies inside the checkpoint folder '" + cfg.checkpoint.dir +
-                                 "', whose `latest` and step_<k> folders ztrain manages; write it elsewhere");
-      if (!cfg.train.resume.empty() && !resumed) resumed = std::make_unique<SavedCheckpoint>(cfg.train.resume);
-      if (resumed && resumed->owns(o.path))
-        throw std::runtime_error(said + " lies inside the checkpoint this run resumes from ('" + resumed->folder() +
-                                 "'); write it elsewhere");
+      refuse_managed(said, o.path);
       if (o.replaced) {
         ReplacedFile probe(o.path, o.key);  // created, and removed again uncommitted
       } else {
@@ -120,13 +124,7 @@ void check_outputs(const Config& cfg, Communicator& comm) {
       for (const auto& [role, input] : inputs.models)
         if (!input.empty() && lies_within(folder, input))
           throw std::runtime_error(said + " is or lies in " + role + " ('" + input + "'), which the run reads; write it elsewhere");
-      if (!cfg.checkpoint.dir.empty() && in_checkpoint_folder(cfg.checkpoint.dir, folder))
-        throw std::runtime_error(said + " lies inside the checkpoint folder '" + cfg.checkpoint.dir +
-                                 "', whose `latest` and step_<k> folders ztrain manages; write it elsewhere");
-      if (!cfg.train.resume.empty() && !resumed) resumed = std::make_unique<SavedCheckpoint>(cfg.train.resume);
-      if (resumed && resumed->owns(folder))
-        throw std::runtime_error(said + " lies inside the checkpoint this run resumes from ('" + resumed->folder() +
-                                 "'); write it elsewhere");
+      refuse_managed(said, folder);
       std::error_code ec;
       if (fs::exists(folder, ec) && !fs::is_directory(folder, ec))
         throw std::runtime_error(said + " is a file; name a folder");

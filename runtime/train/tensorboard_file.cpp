@@ -55,9 +55,12 @@ struct RawRecord {
   EventRecord event;
 };
 
-std::vector<RawRecord> read_records(const std::string& path, bool* intact) {
+std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<RawRecord> read_records(const std::string& bytes, bool* intact) {
   std::vector<RawRecord> out;
   size_t at = 0;
   bool whole = true;
@@ -117,7 +120,7 @@ uint32_t masked_crc32c(const void* p, size_t n) {
 
 std::vector<EventRecord> read_event_file(const std::string& path, bool* intact) {
   std::vector<EventRecord> out;
-  for (RawRecord& r : read_records(path, intact)) out.push_back(std::move(r.event));
+  for (RawRecord& r : read_records(read_bytes(path), intact)) out.push_back(std::move(r.event));
   return out;
 }
 
@@ -129,21 +132,18 @@ TensorBoardFile::TensorBoardFile(const std::string& folder, int64_t keep_through
     // [Note: event files]: the newest file is this run's; its records past the resumed step go.
     path = (fs::path(folder) / taken.back()).string();
     bool intact = true;
-    const std::vector<RawRecord> records = read_records(path, &intact);
+    const std::string bytes = read_bytes(path);
+    const std::vector<RawRecord> records = read_records(bytes, &intact);
     // A file of the folder's pattern whose first record is not an event file's header is not one
     // a run wrote: never cut, the run stops naming it.
-    if (fs::file_size(path) > 0 && (records.empty() || records[0].event.file_version.empty()))
+    if (!bytes.empty() && (records.empty() || records[0].event.file_version.empty()))
       throw std::runtime_error(what_ + ": '" + path + "' is not a TensorBoard event file (its first record is not " +
                                "one), yet it is the newest of the folder's, which a resumed run continues; move it away");
     size_t keep = 0;
     while (keep < records.size() && records[keep].event.step <= keep_through) ++keep;
     if (keep < records.size() || !intact) {
-      std::ifstream in(path, std::ios::binary);
-      const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
       const size_t end = keep ? records[keep - 1].offset + records[keep - 1].size : 0;
-      ReplacedFile kept(path, what_);
-      kept.file().write_at(bytes.data(), end, 0);
-      kept.commit();
+      write_atomically(path, bytes.substr(0, end), what_);
     }
   } else {
     create_parent((fs::path(folder) / "x").string(), what_);

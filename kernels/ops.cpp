@@ -256,6 +256,68 @@ Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, f
   return out;
 }
 
+Tensor narrow(Tape& tape, const Tensor& x, int64_t col0, int64_t n) {
+  Tape::Timer timer(tape, "narrow");
+  const Backend& be = backend_of("narrow", {&x});
+  require(x.ndim() >= 1 && col0 >= 0 && n >= 1 && col0 + n <= x.dim(-1), "narrow",
+          "columns [" + std::to_string(col0) + ", " + std::to_string(col0 + n) + ") of " + shape_str(x.shape()));
+  Shape s = x.shape();
+  s.back() = n;
+  const bool track = tracks(tape, {&x});
+  Tensor out = output(track, x, s);
+  out.zero();
+  be.add_columns_backward(Tensor(), out, x, col0, 1.0f);  // out += x's columns: a copy
+  if (track) tape.record("narrow", {out}, [&be, out, x, col0] {
+    const Tensor dx = grad_of(x);
+    be.add_columns_forward(dx, dx, out.grad(), col0, 1.0f);
+  });
+  return out;
+}
+
+Tensor concat(Tape& tape, const std::vector<Tensor>& parts) {
+  Tape::Timer timer(tape, "concat");
+  require(!parts.empty(), "concat", "no parts");
+  const Tensor& first = parts[0];
+  const Backend& be = backend_of("concat", {&first});
+  auto leading = [](Shape s) {
+    s.pop_back();
+    return s;
+  };
+  Shape s = first.shape();
+  s.back() = 0;
+  bool track = false;
+  for (const Tensor& p : parts) {
+    backend_of("concat", {&first, &p});
+    require(p.ndim() == first.ndim() && leading(p.shape()) == leading(first.shape()) && p.dtype() == first.dtype(),
+            "concat", shape_str(p.shape()) + " does not stand beside " + shape_str(first.shape()));
+    s.back() += p.dim(-1);
+    track = track || tracks(tape, {&p});
+  }
+  Tensor out = output(track, first, s);
+  out.zero();
+  std::vector<int64_t> col0;
+  for (int64_t c = 0; const Tensor& p : parts) col0.push_back(c), be.add_columns_forward(out, out, p, c, 1.0f), c += p.dim(-1);
+  if (track) tape.record("concat", {out}, [&be, out, parts, col0] {
+    for (size_t i = 0; i < parts.size(); ++i) be.add_columns_backward(Tensor(), grad_of(parts[i]), out.grad(), col0[i], 1.0f);
+  });
+  return out;
+}
+
+Tensor reshape(Tape& tape, const Tensor& x, const Shape& shape) {
+  require(shape_numel(shape) == x.numel(), "reshape", shape_str(x.shape()) + " as " + shape_str(shape));
+  const bool track = tracks(tape, {&x});
+  Tensor out = x.view(0, shape);
+  if (!track) return out;
+  out.set_requires_grad(true, false);
+  tape.record("reshape", {out}, [out, x] {
+    const Tensor g = out.grad().view(0, x.shape());
+    // A gradient not yet made is the output's, unmoved; else it is added.
+    if (!x.is_leaf() && !x.grad().defined()) x.bind_grad(g);
+    else backend_of("reshape", {&x}).accumulate(grad_of(x), g);
+  });
+  return out;
+}
+
 Tensor dropout(Tape& tape, const Tensor& x, float p, uint64_t seed) {
   if (p == 0.0f || !tape.training()) return x;
   Tape::Timer timer(tape, "dropout");

@@ -37,6 +37,15 @@ Tensor add(Tape& tape, const Tensor& a, const Tensor& b);
 // values are gone (its caller reads only the result; no backward reads them), and where y is an
 // op's output without a gradient yet, the result's gradient becomes y's, uncopied.
 Tensor add_columns(Tape& tape, const Tensor& y, const Tensor& d, int64_t col0, float scale);
+// Views of the last dimension, differentiable, so a model composes the ops it has (Qwen3's
+// RMSNorm over each q and k head of the fused qkv) rather than ask for a fused op:
+// x (...,C) -> (...,n), its columns [col0, col0+n), copied.
+Tensor narrow(Tape& tape, const Tensor& x, int64_t col0, int64_t n);
+// parts (...,n_i), alike but for their last dimension -> (...,sum n_i), side by side.
+Tensor concat(Tape& tape, const std::vector<Tensor>& parts);
+// x -> the same elements as `shape` (numel equal), sharing x's storage: e.g. (B,T,H*hd) as
+// (B,T,H,hd), so an op over the last dimension runs per head.
+Tensor reshape(Tape& tape, const Tensor& x, const Shape& shape);
 // Inverted dropout with probability p and the mask of (seed, element) ([Note: dropout masks] in
 // kernels/backend.hpp); x itself when p is 0 or outside training (a NoGrad scope:
 // evaluation); a checkpointed unit draws the same mask again in its recompute.

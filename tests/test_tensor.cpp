@@ -335,3 +335,45 @@ TEST_CASE("host allocator: large tensors freed and made again reuse their blocks
   const Tensor again = Tensor::empty({300000}, DType::f32, MemCategory::activations);
   CHECK(again.raw() == first);
 }
+
+TEST_CASE("ops: narrow, reshape and concat move values and gradients exactly") {
+  // u = concat(x's columns [4, 6), x's columns [0, 4) reshaped to heads of 2 and back) + x as
+  // (2,3,6) again: x's columns permuted plus x. The loss of u against the same loss of a leaf
+  // holding those values: the same number, and x's gradient each element's two terms.
+  const int P[6] = {4, 5, 0, 1, 2, 3};
+  Tensor x = Tensor::empty({2, 3, 6}), w = Tensor::empty({5, 6}), targets = Tensor::empty({2, 3}, DType::i32);
+  for (int i = 0; i < 36; ++i) x.data<float>()[i] = 0.37f * static_cast<float>((i * 7) % 13) - 2.0f;
+  for (int i = 0; i < 30; ++i) w.data<float>()[i] = 0.1f * static_cast<float>((i * 5) % 11) - 0.5f;
+  for (int i = 0; i < 6; ++i) targets.data<int32_t>()[i] = (i * 3) % 5;
+  x.set_requires_grad(true);
+  Tensor leaf = Tensor::empty({2, 3, 6});
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 6; ++c) leaf.data<float>()[r * 6 + c] = x.data<float>()[r * 6 + P[c]] + x.data<float>()[r * 6 + c];
+  leaf.set_requires_grad(true);
+
+  Tape tape;
+  const Tensor heads = ops::reshape(tape, ops::narrow(tape, x, 0, 4), {2, 3, 2, 2});
+  const Tensor y = ops::concat(tape, {ops::narrow(tape, x, 4, 2), ops::reshape(tape, heads, {2, 3, 4})});
+  const Tensor u = ops::add(tape, y, ops::reshape(tape, ops::reshape(tape, x, {6, 6}), {2, 3, 6}));
+  REQUIRE(u.shape() == Shape{2, 3, 6});
+  for (int i = 0; i < 36; ++i) CHECK(u.data<float>()[i] == leaf.data<float>()[i]);
+  const Tensor loss = ops::cross_entropy(tape, ops::linear(tape, u, w, Tensor()), targets, 5);
+  tape.backward(loss);
+  Tape ref_tape;
+  const Tensor ref_loss = ops::cross_entropy(ref_tape, ops::linear(ref_tape, leaf, w, Tensor()), targets, 5);
+  ref_tape.backward(ref_loss);
+  CHECK(loss.data<float>()[0] == ref_loss.data<float>()[0]);
+  const float* g = leaf.grad().data<float>();
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 6; ++c) {
+      float want = g[r * 6 + c];  // through the identity
+      for (int k = 0; k < 6; ++k)
+        if (P[k] == c) want += g[r * 6 + k];  // through the permutation
+      CHECK(x.grad().data<float>()[r * 6 + c] == want);
+    }
+
+  CHECK_THROWS_WITH_AS(ops::narrow(tape, x, 5, 2), "narrow: columns [5, 7) of (2, 3, 6)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::reshape(tape, x, {5, 7}), "reshape: (2, 3, 6) as (5, 7)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::concat(tape, {x, w}), doctest::Contains("concat: (5, 6) does not stand beside (2, 3, 6)"),
+                       std::invalid_argument);
+}

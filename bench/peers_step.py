@@ -103,14 +103,15 @@ class Llama(nn.Module):
 
     def __init__(self, a):
         super().__init__()
-        from transformers import LlamaConfig, LlamaForCausalLM
+        import transformers
+        config, model = {"llama": ("LlamaConfig", "LlamaForCausalLM")}[a.arch]
         torch.manual_seed(a.seed)
         self.vocab = a.vocab
-        self.lm = LlamaForCausalLM(LlamaConfig(
+        self.lm = getattr(transformers, model)(getattr(transformers, config)(
             vocab_size=a.vocab, hidden_size=a.channels, intermediate_size=a.intermediate,
             num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
-            max_position_embeddings=a.max_seq, rope_theta=a.rope_theta, tie_word_embeddings=bool(a.tie),
-            rms_norm_eps=1e-5, attention_bias=False, attn_implementation="sdpa"))
+            head_dim=a.head_dim, max_position_embeddings=a.max_seq, rope_theta=a.rope_theta,
+            tie_word_embeddings=bool(a.tie), rms_norm_eps=1e-5, attention_bias=False, attn_implementation="sdpa"))
         self.h = self.lm.model.layers  # the blocks fully_shard wraps one by one
 
     def forward(self, idx, targets):
@@ -152,6 +153,7 @@ def main():
     ap.add_argument("--arch", default="gpt2", choices=("gpt2", "llama"))
     ap.add_argument("--kv-heads", type=int, default=0, help="llama: key/value heads (0: --heads)")
     ap.add_argument("--intermediate", type=int, default=0, help="llama: the MLP's width (0: 4 channels)")
+    ap.add_argument("--head-dim", type=int, default=0, help="llama: a head's width (0: channels / heads)")
     ap.add_argument("--rope-theta", type=float, default=10000.0)
     ap.add_argument("--tie", type=int, default=1, help="llama: tie the embedding and the LM head")
     ap.add_argument("--layers", type=int, default=12)
@@ -170,7 +172,8 @@ def main():
         sys.exit("error: need channels % heads == 0, padded-vocab >= vocab, steps >= 1, warmup >= 0")
     a.kv_heads = a.kv_heads or a.heads
     a.intermediate = a.intermediate or 4 * a.channels
-    make_model = GPT2 if a.arch == "gpt2" else Llama
+    a.head_dim = a.head_dim or a.channels // a.heads
+    make_model = {"gpt2": GPT2, "llama": Llama}[a.arch]
 
     torch.set_num_threads(1)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))

@@ -6,6 +6,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "models/registry.hpp"
+
 namespace zt {
 
 namespace {
@@ -53,8 +55,9 @@ GgufModel read_gguf_model(const GgufFile& f) {
   auto fail = [&](const std::string& what) { return std::runtime_error("gguf '" + f.path() + "': " + what); };
   const std::optional<std::string> general = f.meta_string("general.architecture");
   if (!general) throw fail("no general.architecture");
-  if (*general != "llama" && *general != "qwen2")
-    throw fail("general.architecture \"" + *general + "\" is not a model ztrain trains (\"llama\" or \"qwen2\")");
+  const ModelSpec* spec = gguf_model_spec(*general);
+  if (!spec)
+    throw fail("general.architecture \"" + *general + "\" is not a model ztrain trains (" + gguf_architectures_text() + ")");
   const std::string& a = *general;
   auto integer = [&](const std::string& key) -> std::optional<int> {
     const std::optional<int64_t> v = f.meta_int(a + "." + key);
@@ -122,10 +125,11 @@ GgufModel read_gguf_model(const GgufFile& f) {
   if (const std::optional<std::string> s = f.meta_string(a + ".rope.scaling.type"); s && *s != "none")
     throw fail(a + ".rope.scaling.type \"" + *s + "\" is not implemented");
   d.tie_word_embeddings = f.find("output.weight") == nullptr;
-  d.attention_bias = a == "qwen2";
+  d.attention_bias = a == "qwen2";  // llama.cpp's name for the Llama family with q/k/v biases
   d = derive_dims(d);
   if (d.n_head % d.n_kv_head) throw fail(a + ".attention.head_count_kv does not divide head_count");
-  return {"llama", d, a == "llama"};
+  // llama.cpp's converter permutes LLaMA's q and k rows alone (gguf_tensor_map).
+  return {spec->arch, d, a == "llama"};
 }
 
 FileTensorMap gguf_tensor_map(const GgufModel& m) {

@@ -16,11 +16,11 @@ namespace zt {
 bool is_gguf_file(const std::string& path);
 
 struct GgufModel {
-  std::string arch;  // ztrain's: "llama" for general.architecture "llama" (Llama, Mistral, SmolLM2) or "qwen2"
+  std::string arch;  // ztrain's: the spec whose gguf_architectures name general.architecture
   ModelDims dims;
   bool permuted_qk;  // llama.cpp's converter permuted q and k (its "llama" architecture; not "qwen2")
 };
-// std::runtime_error naming the file and key: an architecture other than llama or qwen2, a
+// std::runtime_error naming the file and key: an architecture no spec reads, a
 // missing dimension, a RoPE scaling (rope_freqs) ztrain does not read.
 GgufModel read_gguf_model(const GgufFile& f);
 

@@ -13,30 +13,41 @@ namespace {
 
 // llm.c's per-layer tensors, in its order; offsets below follow this order within a block.
 // Each with Hugging Face's name within "h.<layer>."; its Conv1D weights are stored (in, out).
+// GPT-2's initialisation: normal(0, 0.02), the projections into the residual stream scaled by
+// 1/sqrt(2L); layernorm weights 1, biases 0.
+enum class Init { normal, residual, one, zero };
 struct BlockParam {
   const char* name;
   int rows_mult;  // rows as a multiple of C (0: a vector)
   int cols_mult;  // columns as a multiple of C
   bool decay;
   const char* hf_name;
+  Init init;
 };
 constexpr BlockParam kBlockParams[] = {
-    {"ln1w", 0, 1, false, "ln_1.weight"},          {"ln1b", 0, 1, false, "ln_1.bias"},
-    {"qkvw", 3, 1, true, "attn.c_attn.weight"},    {"qkvb", 0, 3, false, "attn.c_attn.bias"},
-    {"attprojw", 1, 1, true, "attn.c_proj.weight"}, {"attprojb", 0, 1, false, "attn.c_proj.bias"},
-    {"ln2w", 0, 1, false, "ln_2.weight"},          {"ln2b", 0, 1, false, "ln_2.bias"},
-    {"fcw", 4, 1, true, "mlp.c_fc.weight"},        {"fcb", 0, 4, false, "mlp.c_fc.bias"},
-    {"fcprojw", 1, 4, true, "mlp.c_proj.weight"},  {"fcprojb", 0, 1, false, "mlp.c_proj.bias"},
+    {"ln1w", 0, 1, false, "ln_1.weight", Init::one},
+    {"ln1b", 0, 1, false, "ln_1.bias", Init::zero},
+    {"qkvw", 3, 1, true, "attn.c_attn.weight", Init::normal},
+    {"qkvb", 0, 3, false, "attn.c_attn.bias", Init::zero},
+    {"attprojw", 1, 1, true, "attn.c_proj.weight", Init::residual},
+    {"attprojb", 0, 1, false, "attn.c_proj.bias", Init::zero},
+    {"ln2w", 0, 1, false, "ln_2.weight", Init::one},
+    {"ln2b", 0, 1, false, "ln_2.bias", Init::zero},
+    {"fcw", 4, 1, true, "mlp.c_fc.weight", Init::normal},
+    {"fcb", 0, 4, false, "mlp.c_fc.bias", Init::zero},
+    {"fcprojw", 1, 4, true, "mlp.c_proj.weight", Init::residual},
+    {"fcprojb", 0, 1, false, "mlp.c_proj.bias", Init::zero},
 };
 enum BlockIndex { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB };
 
 // A whole tensor (or wte's rows from row0) as Hugging Face's GPT2LMHeadModel names it; its
 // matrices in the blocks are Conv1D's, stored transposed.
 void add(UnitLayout& u, std::string name, int layer, Shape shape, bool decay, int tensor, std::string hf_name,
-         int64_t hf_rows, int64_t row0 = 0) {
+         int64_t hf_rows, Init init, int n_layer, int64_t row0 = 0) {
   const bool transposed = layer >= 0 && shape.size() == 2;
+  const float std = init == Init::normal ? 0.02f : init == Init::residual ? 0.02f / std::sqrt(2.0f * n_layer) : 0.0f;
   add_param(u, {std::move(name), layer, std::move(shape), 0, decay, tensor, row0, true, std::move(hf_name), hf_rows,
-                transposed});
+                transposed, std, init == Init::one ? 1.0f : 0.0f});
 }
 
 Shape block_shape(const BlockParam& p, int64_t C) {
@@ -57,12 +68,13 @@ std::vector<UnitLayout> gpt2_layout(const ModelDims& d, int wte_units) {
   const int64_t R = row_range_rows("gpt2: wte_units", K, d.padded_vocab_size);
   std::vector<UnitLayout> units;
   UnitLayout emb{"embedding", {}, 0, {}};
-  add(emb, "wte", -1, {R, C}, true, 0, "wte.weight", d.vocab_size);
-  add(emb, "wpe", -1, {d.max_seq_len, C}, true, 1, "wpe.weight", d.max_seq_len);
+  const int L = d.n_layer;
+  add(emb, "wte", -1, {R, C}, true, 0, "wte.weight", d.vocab_size, Init::normal, L);
+  add(emb, "wpe", -1, {d.max_seq_len, C}, true, 1, "wpe.weight", d.max_seq_len, Init::normal, L);
   units.push_back(std::move(emb));
   for (int k = 1; k < K; ++k) {
     UnitLayout w{"wte" + std::to_string(k), {}, 0, {}};
-    add(w, "wte", -1, {R, C}, true, 0, "wte.weight", d.vocab_size, k * R);
+    add(w, "wte", -1, {R, C}, true, 0, "wte.weight", d.vocab_size, Init::normal, L, k * R);
     units.push_back(std::move(w));
   }
   int tensor = 2;
@@ -70,13 +82,13 @@ std::vector<UnitLayout> gpt2_layout(const ModelDims& d, int wte_units) {
     UnitLayout b{"block" + std::to_string(l), {}, 0, {}};
     for (const BlockParam& p : kBlockParams) {
       const Shape shape = block_shape(p, C);
-      add(b, p.name, l, shape, p.decay, tensor++, "h." + std::to_string(l) + "." + p.hf_name, shape[0]);
+      add(b, p.name, l, shape, p.decay, tensor++, "h." + std::to_string(l) + "." + p.hf_name, shape[0], p.init, L);
     }
     units.push_back(std::move(b));
   }
   UnitLayout fin{"final", {}, 0, {}};
-  add(fin, "lnfw", -1, {C}, false, tensor++, "ln_f.weight", C);
-  add(fin, "lnfb", -1, {C}, false, tensor++, "ln_f.bias", C);
+  add(fin, "lnfw", -1, {C}, false, tensor++, "ln_f.weight", C, Init::one, L);
+  add(fin, "lnfb", -1, {C}, false, tensor++, "ln_f.bias", C, Init::zero, L);
   units.push_back(std::move(fin));
   return units;
 }
@@ -123,31 +135,6 @@ void GPT2::for_each_param_in_file_order(const std::function<void(int unit, int i
     for (int l = 0; l < L; ++l) f(K + l, k);
   f(base_units() - 1, 0);  // lnfw
   f(base_units() - 1, 1);  // lnfb
-}
-
-void GPT2::init_base_unit(int u, uint64_t seed) {
-  const ModelDims& d = dims();
-  const float std_resid = 0.02f / std::sqrt(2.0f * d.n_layer);
-  const UnitLayout& lay = layout()[size_t(u)];
-  for (size_t i = 0; i < lay.params.size(); ++i) {
-    const ParamSpec& p = lay.params[i];
-    const Tensor& t = param(u, static_cast<int>(i));
-    if (p.shape.size() == 1) {  // layernorm weights 1; layernorm and linear biases 0
-      t.fill(p.name.starts_with("ln") && p.name.ends_with("w") ? 1.0f : 0.0f);
-      continue;
-    }
-    const bool resid = p.name == "attprojw" || p.name == "fcprojw";
-    int64_t rows = p.shape[0];
-    if (p.name == "wte") rows = std::clamp<int64_t>(d.vocab_size - p.row0, 0, rows);  // padded rows stay zero
-    // Drawn in f32 on the host; a device or 16-bit tensor takes the values rounded once.
-    const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
-    const Tensor host = direct ? t : Tensor::empty(p.shape, DType::f32, MemCategory::other);
-    host.zero();
-    // A row range of wte draws its part of the whole tensor's stream, so every K gives one model.
-    fill_normal(host.data<float>(), static_cast<size_t>(rows * p.shape[1]), resid ? std_resid : 0.02f, seed,
-                static_cast<uint64_t>(p.tensor), static_cast<size_t>(p.row0 * p.shape[1]));
-    if (!direct) store_f32(t, host);
-  }
 }
 
 Tensor gpt2_block(Tape& tape, std::span<const Tensor> p, const Tensor& x, int n_head, AttentionKernel attention,

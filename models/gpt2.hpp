@@ -58,9 +58,6 @@ class GPT2 final : public Model {
 
   int wte_units() const { return embedding_units(); }  // units 0..K-1; the blocks follow
 
-  // GPT-2 initialisation: normal(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0,
-  // layernorm weights 1; the padded vocabulary rows stay 0. Every tensor draws from its own stream.
-  void init_base_unit(int u, uint64_t seed) override;
   double flops_per_token(int T) const override { return gpt2_flops_per_token(dims(), T); }
   int64_t deepspeed_largest_layer() const override { return gpt2_deepspeed_largest_layer(dims()); }
   // llm.c's order: wte, wpe, all ln1w, all ln1b, ... [Note: units and llm.c's order]

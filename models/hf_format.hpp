@@ -17,7 +17,7 @@ namespace zt {
 bool is_hf_folder(const std::string& path);
 
 struct HfModel {
-  std::string arch;  // ztrain's: "llama" for LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM
+  std::string arch;  // ztrain's: the spec whose hf_architectures name config.json's (models/registry.hpp)
   ModelDims dims;
   std::string weights;  // model.safetensors or model.safetensors.index.json within the folder
 };

@@ -24,9 +24,13 @@ struct BlockIndex {
 // The fused views' indices within a block unit.
 enum BlockFused { kQkv, kGateUp, kQkvBias };
 
+// Hugging Face's initialisation: normal(0, 0.02) for the embedding, the head and every
+// projection; a norm's weight 1 (`value`), a bias 0.
 void add(UnitLayout& u, std::string name, int layer, Shape shape, bool decay, int tensor, std::string hf_name,
-         int64_t hf_rows, int64_t row0 = 0) {
-  add_param(u, {std::move(name), layer, std::move(shape), 0, decay, tensor, row0, true, std::move(hf_name), hf_rows, false});
+         int64_t hf_rows, int64_t row0 = 0, float value = 0.0f) {
+  const float std = shape.size() == 2 ? 0.02f : 0.0f;
+  add_param(u, {std::move(name), layer, std::move(shape), 0, decay, tensor, row0, true, std::move(hf_name), hf_rows, false,
+                std, value});
 }
 
 void check_dims(const ModelDims& d) {
@@ -44,16 +48,16 @@ int64_t block_numel(const ModelDims& d) {
 
 }  // namespace
 
-int llama_embedding_units(const ModelDims& dims) {
+int llama_embedding_units(const ModelDims& dims, const LlamaVariant&) {
   const ModelDims d = derive_dims(dims);
   return row_range_units(d.padded_vocab_size, d.n_embd, block_numel(d));
 }
 
-std::vector<UnitLayout> llama_layout(const ModelDims& dims, int embedding_units) {
+std::vector<UnitLayout> llama_layout(const ModelDims& dims, const LlamaVariant& v, int embedding_units) {
   const ModelDims d = derive_dims(dims);
   check_dims(d);
   const int64_t C = d.n_embd, hd = d.head_dim, F = d.intermediate_size;
-  const int K = embedding_units ? embedding_units : llama_embedding_units(d);
+  const int K = embedding_units ? embedding_units : llama_embedding_units(d, v);
   const int64_t R = row_range_rows("llama: embedding units", K, d.padded_vocab_size);
   std::vector<UnitLayout> units;
   for (int k = 0; k < K; ++k) {
@@ -69,7 +73,10 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, int embedding_units)
     auto param = [&](const char* name, const char* hf, Shape shape, bool decay) {
       add(b, name, l, shape, decay, tensor++, pre + hf, shape[0]);
     };
-    param("input_layernorm", "input_layernorm.weight", {C}, false);
+    auto norm = [&](const char* name, const char* hf, int64_t width) {
+      add(b, name, l, {width}, false, tensor++, pre + hf, width, 0, 1.0f);
+    };
+    norm("input_layernorm", "input_layernorm.weight", C);
     param("q_proj", "self_attn.q_proj.weight", {d.n_head * hd, C}, true);
     param("k_proj", "self_attn.k_proj.weight", {d.n_kv_head * hd, C}, true);
     param("v_proj", "self_attn.v_proj.weight", {d.n_kv_head * hd, C}, true);
@@ -80,7 +87,7 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, int embedding_units)
       param("v_proj.bias", "self_attn.v_proj.bias", {d.n_kv_head * hd}, false);
     }
     param("o_proj", "self_attn.o_proj.weight", {C, d.n_head * hd}, true);
-    param("post_attention_layernorm", "post_attention_layernorm.weight", {C}, false);
+    norm("post_attention_layernorm", "post_attention_layernorm.weight", C);
     param("gate_proj", "mlp.gate_proj.weight", {F, C}, true);
     param("up_proj", "mlp.up_proj.weight", {F, C}, true);
     fuse_last(b, 2);  // kGateUp
@@ -89,7 +96,7 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, int embedding_units)
     units.push_back(std::move(b));
   }
   UnitLayout fin{"final", {}, 0, {}};
-  add(fin, "norm", -1, {C}, false, tensor++, "model.norm.weight", C);
+  add(fin, "norm", -1, {C}, false, tensor++, "model.norm.weight", C, 0, 1.0f);
   units.push_back(std::move(fin));
   if (!d.tie_word_embeddings) {
     for (int k = 0; k < K; ++k) {
@@ -101,7 +108,7 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, int embedding_units)
   return units;
 }
 
-double llama_num_params_f64(const ModelDims& dims) {
+double llama_num_params_f64(const ModelDims& dims, const LlamaVariant&) {
   const ModelDims d = derive_dims(dims);
   const double C = d.n_embd, hd = d.head_dim, F = d.intermediate_size, qkv = (d.n_head + 2.0 * d.n_kv_head) * hd;
   const double block = 2 * C + qkv * C + (d.attention_bias ? qkv : 0) + C * d.n_head * hd + 3 * F * C;
@@ -151,16 +158,17 @@ Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const
 }
 
 namespace {
-int resolved_units(const ModelDims& d, int embedding_units) {
+int resolved_units(const ModelDims& d, const LlamaVariant& v, int embedding_units) {
   check_dims(derive_dims(d));
-  return embedding_units ? embedding_units : llama_embedding_units(d);
+  return embedding_units ? embedding_units : llama_embedding_units(d, v);
 }
 }  // namespace
 
-Llama::Llama(const ModelDims& d, int embedding_units) : Llama(d, resolved_units(d, embedding_units), Resolved{}) {}
+Llama::Llama(const ModelDims& d, int embedding_units, const LlamaVariant& v)
+    : Llama(d, v, resolved_units(d, v, embedding_units), Resolved{}) {}
 
-Llama::Llama(const ModelDims& d, int K, Resolved)
-    : Model("llama", d, llama_layout(d, K), K), inv_freq_host_(llama_inv_freq(d)) {}
+Llama::Llama(const ModelDims& d, const LlamaVariant& v, int K, Resolved)
+    : Model(v.arch, d, llama_layout(d, v, K), K), variant_(v), inv_freq_host_(llama_inv_freq(d)) {}
 
 double Llama::flops_per_token(int T) const {
   // 6 per parameter that multiplies (the blocks' and the head's; an untied embedding is a
@@ -180,27 +188,6 @@ int64_t Llama::deepspeed_largest_layer() const {
 void Llama::for_each_param_in_file_order(const std::function<void(int unit, int index)>& f) const {
   for (int u = 0; u < base_units(); ++u)
     for (int i = 0; i < static_cast<int>(layout()[size_t(u)].params.size()); ++i) f(u, i);
-}
-
-void Llama::init_base_unit(int u, uint64_t seed) {
-  const ModelDims& d = dims();
-  const UnitLayout& lay = layout()[size_t(u)];
-  for (size_t i = 0; i < lay.params.size(); ++i) {
-    const ParamSpec& p = lay.params[i];
-    const Tensor& t = param(u, static_cast<int>(i));
-    if (p.shape.size() == 1) {  // the norms' weights 1, the biases 0
-      t.fill(p.name.ends_with("layernorm") || p.name == "norm" ? 1.0f : 0.0f);
-      continue;
-    }
-    int64_t rows = p.shape[0];
-    if (p.layer < 0) rows = std::clamp<int64_t>(d.vocab_size - p.row0, 0, rows);  // padded rows stay zero
-    const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
-    const Tensor host = direct ? t : Tensor::empty(p.shape, DType::f32, MemCategory::other);
-    host.zero();
-    fill_normal(host.data<float>(), static_cast<size_t>(rows * p.shape[1]), 0.02f, seed, static_cast<uint64_t>(p.tensor),
-                static_cast<size_t>(p.row0 * p.shape[1]));
-    if (!direct) store_f32(t, host);
-  }
 }
 
 const Tensor& Llama::inv_freq_on(const Tensor& like) {

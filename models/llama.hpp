@@ -12,17 +12,26 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "models/model.hpp"
+#include "models/model_spec.hpp"
 
 namespace zt {
 
+// What sets a Llama-family architecture apart from Llama itself: its name.
+struct LlamaVariant {
+  std::string arch = "llama";
+};
+
 // K of [Note: Llama's units]: the smallest dividing padded_vocab_size whose row range is no larger
 // than a block.
-int llama_embedding_units(const ModelDims& d);
-std::vector<UnitLayout> llama_layout(const ModelDims& d, int embedding_units = 0);
-double llama_num_params_f64(const ModelDims& d);
+int llama_embedding_units(const ModelDims& d, const LlamaVariant& v = {});
+std::vector<UnitLayout> llama_layout(const ModelDims& d, const LlamaVariant& v = {}, int embedding_units = 0);
+double llama_num_params_f64(const ModelDims& d, const LlamaVariant& v = {});
 // RoPE's inverse frequencies (head_dim / 2 of them) as Hugging Face computes them, with Llama 3.1's
 // scaling when rope_scaling.rope_type is "llama3".
 std::vector<float> llama_inv_freq(const ModelDims& d);
@@ -45,18 +54,24 @@ struct LlamaBlockParams {
 Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d,
                    AttentionKernel attention);
 
+// The spec every Llama-family architecture starts from (models/llama_spec.cpp), and the pieces its
+// members share: the dims from a config.json (LlamaForCausalLM, Qwen2ForCausalLM,
+// MistralForCausalLM: std::runtime_error naming the key of what is not
+// modelled), a config.json of the given class, and `ztrain bench`'s peer arguments.
+ModelSpec llama_family_spec(const LlamaVariant& v);
+ModelDims llama_family_dims_from_hf(const HfConfig& r);
+nlohmann::json llama_family_hf_config(const ModelDims& d, const std::string& architecture, const std::string& model_type);
+std::vector<std::string> llama_family_peer_args(const ModelDims& d, const std::string& peer_arch);
+
 class Llama final : public Model {
  public:
   // embedding_units: K of [Note: Llama's units]; 0 picks llama_embedding_units.
-  explicit Llama(const ModelDims& d, int embedding_units = 0);
+  explicit Llama(const ModelDims& d, int embedding_units = 0, const LlamaVariant& v = {});
 
   int final_unit() const { return embedding_units() + dims().n_layer; }
   // The untied head's row range k (tied: the embedding's).
   int head_unit(int k) const { return dims().tie_word_embeddings ? k : final_unit() + 1 + k; }
 
-  // Hugging Face's initialisation: normal(0, 0.02) for the embedding and every projection, the
-  // norms' weights 1, the biases 0; the padded vocabulary rows stay 0. Each tensor its own stream.
-  void init_base_unit(int u, uint64_t seed) override;
   double flops_per_token(int T) const override;
   int64_t deepspeed_largest_layer() const override;
   // The layout's order: every tensor's row ranges are consecutive units.
@@ -69,10 +84,11 @@ class Llama final : public Model {
 
  private:
   struct Resolved {};
-  Llama(const ModelDims& d, int K, Resolved);
+  Llama(const ModelDims& d, const LlamaVariant& v, int K, Resolved);
   // inv_freq on the parameters' device, made once per device.
   const Tensor& inv_freq_on(const Tensor& like);
 
+  LlamaVariant variant_;
   std::vector<float> inv_freq_host_;
   Tensor inv_freq_;
 };

@@ -17,6 +17,7 @@
 
 #include "models/file_weights.hpp"  // the message for a non-finite weight
 #include "models/gpt2.hpp"  // the parameter count of a header's dimensions
+#include "models/registry.hpp"
 
 namespace zt {
 
@@ -45,9 +46,15 @@ LlmcHeader llmc_header(const ModelDims& d) {
 }
 
 void check_llmc_model(const Model& model) {
-  if (model.arch() != "gpt2")
+  if (!model_spec(model.arch()).llmc)
     throw std::invalid_argument("llm.c's checkpoint format holds GPT-2 only, not a model of arch \"" + model.arch() +
                                 "\"");
+}
+
+std::string llmc_arch() {
+  for (const ModelSpec& s : model_specs())
+    if (s.llmc) return s.arch;
+  throw std::logic_error("no architecture is llm.c's");
 }
 
 ModelDims read_llmc_header(const std::string& path) {

@@ -8,6 +8,7 @@
 #include "kernels/ops.hpp"
 #include "models/init.hpp"
 #include "models/model.hpp"
+#include "models/registry.hpp"
 
 namespace zt {
 
@@ -35,9 +36,8 @@ Tensor adapted_linear(Tape& tape, const Tensor& x, const Tensor& weight, const T
 }
 
 std::vector<std::string> default_lora_targets(const std::string& arch) {
-  if (arch == "llama") return {"q_proj", "v_proj"};
-  if (arch == "gpt2") return {"c_attn"};
-  return {};
+  const ModelSpec* s = find_model_spec(arch);
+  return s ? s->lora_targets : std::vector<std::string>{};
 }
 
 bool lora_target_matches(const std::string& module, const std::string& target) {

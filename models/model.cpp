@@ -188,6 +188,28 @@ void Model::init(uint64_t seed) {
   for (int u = 0; u < num_units(); ++u) init_unit(u, seed);
 }
 
+void Model::init_base_unit(int u, uint64_t seed) {
+  const UnitLayout& lay = layout_.at(size_t(u));
+  for (size_t i = 0; i < lay.params.size(); ++i) {
+    const ParamSpec& p = lay.params[i];
+    const Tensor& t = param(u, static_cast<int>(i));
+    if (p.init_std <= 0.0f) {
+      t.fill(p.init_value);
+      continue;
+    }
+    const int64_t cols = p.shape.size() > 1 ? shape_numel(p.shape) / p.shape[0] : 1;
+    const int64_t rows = std::clamp<int64_t>(p.hf_rows - p.row0, 0, p.shape[0]);  // padded rows stay zero
+    // Drawn in f32 on the host; a device or 16-bit tensor takes the values rounded once. A row
+    // range draws its part of the whole tensor's stream, so every cut gives one model.
+    const bool direct = t.device() == Device::cpu && t.dtype() == DType::f32;
+    const Tensor host = direct ? t : Tensor::empty(p.shape, DType::f32, MemCategory::other);
+    host.zero();
+    fill_normal(host.data<float>(), static_cast<size_t>(rows * cols), p.init_std, seed, static_cast<uint64_t>(p.tensor),
+                static_cast<size_t>(p.row0 * cols));
+    if (!direct) store_f32(t, host);
+  }
+}
+
 void Model::init_unit(int u, uint64_t seed) {
   if (u < base_units_) return init_base_unit(u, seed);
   const UnitLayout& lay = layout_.at(size_t(u));

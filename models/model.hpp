@@ -6,10 +6,12 @@
 // models/registry.hpp by `model.arch`, and names no concrete model.
 //
 // [Note: a new model] An architecture implements this interface in models/<arch>.{hpp,cpp}
-// (layout with Hugging Face names, init, embed/block/head; the block a free function of the
-// block's tensors, like gpt2_block), adds its dimensions to ModelDims if it has new ones, and
-// registers itself in models/registry.cpp. ZeRO, checkpoints, export to safetensors, the
-// estimate and the trace then work on it unchanged.
+// (layout with Hugging Face names and each tensor's initialisation, embed/block/head; the block a
+// free function of the block's tensors, like gpt2_block), adds its dimensions to ModelDims if it
+// has new ones, describes itself in a ModelSpec (models/model_spec.hpp) in
+// models/<arch>_spec.cpp and lists that in models/registry.cpp. ZeRO, checkpoints, the config's
+// checks, export to safetensors and Hugging Face folders, PEFT, the estimate and the trace then
+// work on it unchanged.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,11 @@ struct ParamSpec {
   std::string hf_name;
   int64_t hf_rows = 0;
   bool hf_transposed = false;
+  // Its initialisation, the module's own: normal(0, init_std) drawn for its first hf_rows rows
+  // (a padded vocabulary's extra rows stay 0) where init_std > 0, else init_value everywhere
+  // (a norm's weight 1, a bias 0).
+  float init_std = 0.0f;
+  float init_value = 0.0f;
 };
 
 // Adjacent parameters read as one tensor: matrices with the same columns stacked by rows (the
@@ -147,8 +154,6 @@ class Model {
   AttentionKernel attention_kernel() const { return attention_kernel_; }
 
  protected:
-  // The model's initialisation of its unit u (u < base_units()).
-  virtual void init_base_unit(int u, uint64_t seed) = 0;
   // The model's math, each step bracketing its units on the tape (tape.begin_unit/end_unit).
   // tokens (B,T) i32 on the host, checked against the vocabulary -> the residual stream (B,T,C).
   virtual Tensor embed(Tape& tape, const Tensor& host_tokens) = 0;
@@ -161,6 +166,8 @@ class Model {
   std::vector<Tensor> logit_parts(Tape& tape, const Tensor& tokens);
   // Block `layer` as its unit, checkpointed where the policy says.
   Tensor run_block(Tape& tape, int layer, const Tensor& x);
+  // Unit u's own parameters (u < base_units()) as their ParamSpecs say.
+  void init_base_unit(int u, uint64_t seed);
   // Whether unit u has parameters that train, its own or its adapters.
   bool unit_trains(int u) const;
 

@@ -10,6 +10,7 @@
 
 #include "files/json_text.hpp"
 #include "files/safetensors_file.hpp"
+#include "models/registry.hpp"
 
 namespace zt {
 
@@ -17,10 +18,8 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-// The causal-LM model's path to the modules our Hugging Face names start from: GPT2LMHeadModel
-// keeps its blocks under "transformer." (the hub's GPT-2 files drop it); the Llama family's names
-// are the causal-LM model's already.
-std::string module_prefix(const Model& model) { return model.arch() == "gpt2" ? "transformer." : ""; }
+// The causal-LM model's path to the modules our Hugging Face names start from (ModelSpec).
+std::string module_prefix(const Model& model) { return model_spec(model.arch()).peft_module_prefix; }
 
 }  // namespace
 
@@ -40,7 +39,7 @@ std::string peft_config_json(const Model& model, const std::string& base_model) 
             {"use_rslora", l.use_rslora},
             {"bias", "none"},
             // GPT-2's Conv1D stores its weights (in, out), which PEFT's merge must know.
-            {"fan_in_fan_out", model.arch() == "gpt2"},
+            {"fan_in_fan_out", model_spec(model.arch()).fan_in_fan_out},
             {"init_lora_weights", l.init == "gaussian" ? json("gaussian") : json(true)},
             {"inference_mode", true},
             {"modules_to_save", nullptr}};

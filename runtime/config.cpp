@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -655,17 +656,17 @@ void read_precision(Section& top, PrecisionConfig& p, Seen& seen) {
   p.dtype = bf16 ? "bf16" : fp16 ? "f16" : "f32";
 }
 
-// The dimensions' own ranges, and the Llama family's keys refused for GPT-2 (which has no use for
-// them) rather than ignored.
-template <class Known>
-void check_model_dims(ModelConfig& m, const Known& known) {
+// The dimensions' own ranges, and the keys of dims the architecture lacks refused (GPT-2 has no
+// use for the Llama family's) rather than ignored; then the architecture's own relations.
+void check_model_dims(ModelConfig& m, const std::function<bool(std::string_view)>& known) {
+  const ModelSpec& spec = model_spec(m.arch);
   int i = 0;
   for_each_dim(
       [&](const char* key, auto& v) {
         const bool gpt2_dim = i++ < kGpt2DimCount;
         const std::string path = "model." + std::string(key);
-        if (!gpt2_dim && m.arch == "gpt2" && std::find(m.given.begin(), m.given.end(), key) != m.given.end())
-          fail(path, "applies to the Llama family (model.arch \"llama\"), not to \"gpt2\"");
+        if (!spec.has_dim(key) && std::find(m.given.begin(), m.given.end(), key) != m.given.end())
+          fail(path, "does not apply to " + spec.family + " (model.arch " + show(m.arch) + ")");
         if constexpr (std::is_same_v<std::decay_t<decltype(v)>, int>) at_least(path, v, gpt2_dim ? 1 : 0);
       },
       m.dims);
@@ -685,8 +686,7 @@ void check_model_dims(ModelConfig& m, const Known& known) {
   }
   if (known("n_head") && known("n_kv_head") && d.n_kv_head > 0 && d.n_head % d.n_kv_head != 0)
     fail("model.n_kv_head", show(d.n_kv_head) + " does not divide model.n_head " + show(d.n_head));
-  if (m.arch == "llama" && (known("head_dim") && d.head_dim % 2 != 0))
-    fail("model.head_dim", "must be even (RoPE rotates pairs), got " + show(d.head_dim));
+  spec.check_dims(d, known, [](const std::string& key, const std::string& what) { fail("model." + key, what); });
 }
 
 // Runs after every section was read and checked for unknown keys, so a typo is reported as such
@@ -728,7 +728,7 @@ void check_values(Config& c, const Seen& seen, BatchSource batches) {
   if (!given("padded_vocab_size") && m.dims.vocab_size > 0)
     m.dims.padded_vocab_size = padded_vocab(m.dims.vocab_size);
   check_model_dims(m, known);
-  if (known("n_embd") && known("n_head") && (m.arch == "gpt2" || !known("head_dim") || m.dims.head_dim == 0) &&
+  if (known("n_embd") && known("n_head") && (!model_spec(m.arch).has_dim("head_dim") || !known("head_dim") || m.dims.head_dim == 0) &&
       m.dims.n_embd % m.dims.n_head != 0)
     fail("model.n_embd", show(m.dims.n_embd) + " is not divisible by model.n_head " + show(m.dims.n_head));
   if (known("vocab_size") && known("padded_vocab_size") && m.dims.padded_vocab_size < m.dims.vocab_size)
@@ -738,7 +738,7 @@ void check_values(Config& c, const Seen& seen, BatchSource batches) {
     fail("model.wte_units", show(m.wte_units) + " does not divide model.padded_vocab_size " +
                                 show(m.dims.padded_vocab_size));
 
-  if (m.arch != "gpt2" && !c.train.save_model.empty() && !c.train.save_model.ends_with(".safetensors"))
+  if (!model_spec(m.arch).llmc && !c.train.save_model.empty() && !c.train.save_model.ends_with(".safetensors"))
     fail("train.save_model", show(c.train.save_model) + ": llm.c's format holds GPT-2 only; name a .safetensors file "
                              "for model.arch " + show(m.arch));
   if (!seen.data_train && batches == BatchSource::data) fail("data.train", "required key missing");

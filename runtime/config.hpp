@@ -15,6 +15,7 @@
 #include "models/checkpointing.hpp"
 #include "models/lora.hpp"
 #include "models/model_dims.hpp"
+#include "models/model_spec.hpp"
 #include "offload/aio_config.hpp"
 
 namespace zt {
@@ -26,7 +27,7 @@ class ConfigError : public std::runtime_error {
 };
 
 struct ModelConfig {
-  std::string arch = "gpt2";
+  std::string arch = kDefaultModelArch;
   ModelDims dims;
   std::optional<std::string> init_from;  // llm.c checkpoint or ztrain checkpoint folder; gives the dimensions
   int wte_units = 0;  // units the tied embedding is cut into (models/gpt2.hpp); 0: automatic

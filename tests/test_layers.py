@@ -3,7 +3,9 @@
 its rooms; and runtime/ names no concrete model (it reaches models through models/model.hpp and
 the factory, models/registry.hpp). Every quoted include of a project header in a library source is
 checked against the layer it may use; a violation prints the file, the line and the rule, and
-fails.
+fails. Likewise nothing outside models/ branches on an architecture: no code outside it compares
+an arch with a literal (`arch == 'llama'`) or quotes an architecture's name (those the model specs
+in models/ register), so a new architecture is a spec, never a branch elsewhere.
     test_layers.py SOURCE_ROOT
 """
 import pathlib
@@ -28,7 +30,7 @@ rank = {room: i for i, group in enumerate(ROOMS) for room in group}
 # What runtime/ may use of models/: the interface, its dimensions, the factory and the file-format
 # adapters. The container readers (GGUF's, for the tokenizer metadata a GGUF file carries beside the
 # weights) and the bounded JSON reading every file reader shares live below, in files/.
-MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/lora.hpp", "models/checkpointing.hpp", "models/init.hpp", "models/registry.hpp", "models/llmc_format.hpp",
+MODELS_FOR_RUNTIME = {"models/model.hpp", "models/model_dims.hpp", "models/model_spec.hpp", "models/lora.hpp", "models/checkpointing.hpp", "models/init.hpp", "models/registry.hpp", "models/llmc_format.hpp",
                      "models/foreign_formats.hpp", "models/peft_format.hpp"}
 
 
@@ -63,4 +65,32 @@ for folder, allowed in FOLDERS.items():
                 print(f"{rel}:{n}: includes {target}: {why}")
                 bad += 1
 print(f"{checked} includes checked, {bad} pointing up")
-sys.exit(1 if bad else 0)
+
+# The architectures' names, as the specs in models/ register them (`arch = "..."`).
+archs = set()
+for src in sorted((root / "models").glob("*.[ch]pp")):
+    archs |= set(re.findall(r'\barch\s*=\s*"(\w+)"', src.read_text(errors="replace")))
+archs |= set(re.findall(r'kDefaultModelArch\s*=\s*"(\w+)"', (root / "models" / "model_spec.hpp").read_text()))
+if not {"gpt2", "llama"} <= archs:
+    print(f"found the architectures {sorted(archs)} in models/, expected gpt2 and llama among them")
+    sys.exit(1)
+branches = 0
+for folder in FOLDERS:
+    if folder == "models":
+        continue
+    for src in sorted((root / folder).rglob("*")):
+        rel = src.relative_to(root).as_posix()
+        # The tokenizers' own "gpt2" (a GGUF vocabulary's model, a pre-tokenizer's pattern) is
+        # a tokenizer's name, not a model's.
+        if src.suffix not in (".hpp", ".cpp", ".cu", ".cuh", ".h") or rel.startswith("runtime/text/"):
+            continue
+        for n, line in enumerate(src.read_text(errors="replace").splitlines(), 1):
+            code = re.sub(r'//.*$', "", line)
+            named = [a for a in archs if f'"{a}"' in code]
+            # Two archs compared (a checkpoint's against the run's) is a check; one against a
+            # literal, a branch.
+            if re.search(r'\barch(\(\))?\s*[!=]=\s*"|"\s*[!=]=\s*[\w.>-]*arch\b', code) or named:
+                print(f"{rel}:{n}: branches on an architecture ({', '.join(named) or 'arch compared'}): ask its ModelSpec (models/model_spec.hpp)")
+                branches += 1
+print(f"architectures {sorted(archs)}: {branches} named or compared outside models/")
+sys.exit(1 if bad or branches else 0)

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "comm/process_group.hpp"
+#include "models/registry.hpp"
 #include "runtime/agreed.hpp"
 #include "runtime/api/trainer_handle.hpp"
 #include "runtime/data/data.hpp"
@@ -348,7 +349,7 @@ ZT_API zt_status zt_trainer_export(zt_trainer* t, const char* format, const char
       const std::string f = format;
       if (f != "safetensors" && f != "llmc")
         throw std::invalid_argument("format \"" + f + "\": \"safetensors\" or \"llmc\"");
-      if (f == "llmc" && tr.model().arch() != "gpt2")
+      if (f == "llmc" && !zt::model_spec(tr.model().arch()).llmc)
         throw std::invalid_argument("llm.c's format holds GPT-2 only; model.arch is \"" + tr.model().arch() +
                                     "\": write \"safetensors\"");
     });

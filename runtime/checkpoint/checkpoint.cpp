@@ -89,13 +89,13 @@ size_t element_size(const ZeroEngine& engine, int u, Region r) {
   return r == Region::param ? dtype_size(engine.units()[u].param_shard().dtype()) : sizeof(float);
 }
 
-// GPT-2's own six for GPT-2 (the rest derive from them, and its meta reads as it always did);
-// every field for the Llama family.
+// The fields the architecture has (GPT-2's own six: the rest derive from them, and its meta reads
+// as it always did).
 json dims_json(const ModelDims& d, const std::string& arch) {
   json j = json::object();
-  int i = 0;
+  const ModelSpec& spec = model_spec(arch);
   for_each_dim([&](const char* name, const auto& v) {
-    if (i++ < kGpt2DimCount || arch != "gpt2") j[name] = v;
+    if (spec.has_dim(name)) j[name] = v;
   }, d);
   return j;
 }
@@ -389,7 +389,7 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
     };
     constexpr int64_t kInt = INT32_MAX, kElements = int64_t{1} << 48;
     // Checkpoints from before other architectures existed hold GPT-2 and do not say so.
-    arch_ = meta_.value("arch", std::string("gpt2"));
+    arch_ = meta_.value("arch", std::string(kDefaultModelArch));
     if (!is_model_arch(arch_)) throw bad("model arch \"" + arch_ + "\" is not implemented");
     const json& m = meta_.at("model");
     // GPT-2's six are required; the Llama family's came later, and a checkpoint from before them

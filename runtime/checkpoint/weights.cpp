@@ -113,7 +113,7 @@ void load_foreign(const std::string& path, Model& model) {
 StoredModel stored_model(const std::string& path) {
   if (const std::optional<ForeignCheckpoint> f = read_foreign_checkpoint(path))
     return {f->arch, f->dims, holds_tokenizer(path) ? path : ""};
-  if (!is_folder(path)) return {"gpt2", read_llmc_header(path), ""};  // llm.c's files hold GPT-2
+  if (!is_folder(path)) return {llmc_arch(), read_llmc_header(path), ""};
   check_checkpoint_folder(path);
   const SavedCheckpoint saved(path);
   return {saved.arch(), saved.dims(), saved.tokenizer()};

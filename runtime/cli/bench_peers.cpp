@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "files/json_text.hpp"
+#include "models/registry.hpp"
 #include "runtime/train/trainer.hpp"
 
 extern char** environ;
@@ -122,20 +123,19 @@ std::vector<BenchRow> run_peers(const Config& cfg, int world, int warmup, int st
     return rows;
   }
   const ModelDims d = resolve_dims(cfg);
-  const bool gpt2 = cfg.model.arch == "gpt2";
-  std::vector<std::string> model_args = {"--arch", gpt2 ? "gpt2" : "llama", "--layers", std::to_string(d.n_layer),
-                                         "--heads", std::to_string(d.n_head), "--channels", std::to_string(d.n_embd),
-                                         "--vocab", std::to_string(d.vocab_size), "--padded-vocab",
-                                         std::to_string(gpt2 ? d.padded_vocab_size : d.vocab_size), "--max-seq",
-                                         std::to_string(d.max_seq_len), "--batch", std::to_string(cfg.micro_batch),
-                                         "--seq", std::to_string(cfg.data.seq_len), "--steps", std::to_string(steps),
-                                         "--warmup", std::to_string(warmup)};
-  if (!gpt2)
-    for (const std::string& a : {std::string("--kv-heads"), std::to_string(d.n_kv_head), std::string("--intermediate"),
-                                 std::to_string(d.intermediate_size), std::string("--rope-theta"),
-                                 std::to_string(d.rope_theta), std::string("--tie"),
-                                 std::string(d.tie_word_embeddings ? "1" : "0")})
-      model_args.push_back(a);
+  const ModelSpec& spec = model_spec(cfg.model.arch);
+  if (!spec.peer_args) {
+    failed("peers", "bench/peers_step.py has no " + spec.family + " model");
+    return rows;
+  }
+  std::vector<std::string> model_args = spec.peer_args(d);  // the architecture's own: --arch, ...
+  for (const std::string& a : {std::string("--layers"), std::to_string(d.n_layer), std::string("--heads"),
+                               std::to_string(d.n_head), std::string("--channels"), std::to_string(d.n_embd),
+                               std::string("--vocab"), std::to_string(d.vocab_size), std::string("--max-seq"),
+                               std::to_string(d.max_seq_len), std::string("--batch"), std::to_string(cfg.micro_batch),
+                               std::string("--seq"), std::to_string(cfg.data.seq_len), std::string("--steps"),
+                               std::to_string(steps), std::string("--warmup"), std::to_string(warmup)})
+    model_args.push_back(a);
   ScratchDir scratch;
   struct Peer {
     std::string label, impl;

@@ -4,7 +4,7 @@
 
 Usage (2 ranks, one thread each; the driver sets DS_ACCELERATOR=cpu for DeepSpeed):
     OMP_NUM_THREADS=1 python -m torch.distributed.run --nproc_per_node 2 --standalone \\
-        bench/peers_step.py --impl ddp|fsdp2|deepspeed [--stage 0-3] [--arch gpt2|llama] [--layers 12
+        bench/peers_step.py --impl ddp|fsdp2|deepspeed [--stage 0-3] [--arch gpt2|llama|qwen3] [--layers 12
         --heads 12 --channels 768 --vocab 50257 --padded-vocab 50304 --max-seq 1024 --batch 2 --seq 256
         --steps 4 --warmup 1] [llama: --kv-heads N --intermediate N --rope-theta X --tie 0|1]
 
@@ -99,12 +99,13 @@ class GPT2(nn.Module):
 
 
 class Llama(nn.Module):
-    """transformers' LlamaForCausalLM of the given widths, with the same loss as GPT2's."""
+    """transformers' LlamaForCausalLM (or Qwen3ForCausalLM, --arch qwen3) of the given widths, with
+    the same loss as GPT2's."""
 
     def __init__(self, a):
         super().__init__()
         import transformers
-        config, model = {"llama": ("LlamaConfig", "LlamaForCausalLM")}[a.arch]
+        config, model = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}[a.arch]
         torch.manual_seed(a.seed)
         self.vocab = a.vocab
         self.lm = getattr(transformers, model)(getattr(transformers, config)(
@@ -150,7 +151,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--impl", required=True, choices=("ddp", "fsdp2", "deepspeed"))
     ap.add_argument("--stage", type=int, default=3, choices=(0, 1, 2, 3), help="DeepSpeed's ZeRO stage")
-    ap.add_argument("--arch", default="gpt2", choices=("gpt2", "llama"))
+    ap.add_argument("--arch", default="gpt2", choices=("gpt2", "llama", "qwen3"))
     ap.add_argument("--kv-heads", type=int, default=0, help="llama: key/value heads (0: --heads)")
     ap.add_argument("--intermediate", type=int, default=0, help="llama: the MLP's width (0: 4 channels)")
     ap.add_argument("--head-dim", type=int, default=0, help="llama: a head's width (0: channels / heads)")
@@ -173,7 +174,7 @@ def main():
     a.kv_heads = a.kv_heads or a.heads
     a.intermediate = a.intermediate or 4 * a.channels
     a.head_dim = a.head_dim or a.channels // a.heads
-    make_model = {"gpt2": GPT2, "llama": Llama}[a.arch]
+    make_model = {"gpt2": GPT2, "llama": Llama, "qwen3": Llama}[a.arch]
 
     torch.set_num_threads(1)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))

@@ -22,6 +22,8 @@ const std::map<std::string, std::string>& block_names() {
       {"self_attn.q_proj.bias", "attn_q.bias"},
       {"self_attn.k_proj.bias", "attn_k.bias"},
       {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
       {"self_attn.o_proj.weight", "attn_output.weight"},
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},

@@ -18,7 +18,7 @@ bool is_gguf_file(const std::string& path);
 struct GgufModel {
   std::string arch;  // ztrain's: the spec whose gguf_architectures name general.architecture
   ModelDims dims;
-  bool permuted_qk;  // llama.cpp's converter permuted q and k (its "llama" architecture; not "qwen2")
+  bool permuted_qk;  // llama.cpp's converter permuted q and k (its "llama" architecture; not "qwen2", "qwen3")
 };
 // std::runtime_error naming the file and key: an architecture no spec reads, a
 // missing dimension, a RoPE scaling (rope_freqs) ztrain does not read.

@@ -12,12 +12,14 @@ namespace zt {
 
 namespace {
 
-// A block's parameter indices, [Note: Llama's units]; the biases only with attention_bias.
+// A block's parameter indices, [Note: Llama's units]; the biases only with attention_bias, the
+// q/k norms only with the variant's qk_norm.
 struct BlockIndex {
-  int input_norm = 0, q = 1, k = 2, v = 3, qb = -1, o, post_norm, gate, up, down;
-  explicit BlockIndex(bool bias) {
+  int input_norm = 0, q = 1, k = 2, v = 3, qb = -1, q_norm = -1, k_norm = -1, o, post_norm, gate, up, down;
+  BlockIndex(bool bias, bool qk_norm) {
     int i = 4;
     if (bias) qb = i, i += 3;
+    if (qk_norm) q_norm = i++, k_norm = i++;
     o = i++, post_norm = i++, gate = i++, up = i++, down = i++;
   }
 };
@@ -41,16 +43,16 @@ void check_dims(const ModelDims& d) {
     throw std::invalid_argument("llama: head_dim must be even (RoPE rotates pairs), got " + std::to_string(d.head_dim));
 }
 
-int64_t block_numel(const ModelDims& d) {
+int64_t block_numel(const ModelDims& d, bool qk_norm) {
   const int64_t C = d.n_embd, hd = d.head_dim, F = d.intermediate_size, qkv = (d.n_head + 2 * int64_t{d.n_kv_head}) * hd;
-  return 2 * C + qkv * C + (d.attention_bias ? qkv : 0) + C * d.n_head * hd + 3 * F * C;
+  return 2 * C + qkv * C + (d.attention_bias ? qkv : 0) + (qk_norm ? 2 * hd : 0) + C * d.n_head * hd + 3 * F * C;
 }
 
 }  // namespace
 
-int llama_embedding_units(const ModelDims& dims, const LlamaVariant&) {
+int llama_embedding_units(const ModelDims& dims, const LlamaVariant& v) {
   const ModelDims d = derive_dims(dims);
-  return row_range_units(d.padded_vocab_size, d.n_embd, block_numel(d));
+  return row_range_units(d.padded_vocab_size, d.n_embd, block_numel(d, v.qk_norm));
 }
 
 std::vector<UnitLayout> llama_layout(const ModelDims& dims, const LlamaVariant& v, int embedding_units) {
@@ -66,7 +68,7 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, const LlamaVariant& 
     units.push_back(std::move(e));
   }
   int tensor = 1;
-  const BlockIndex bi(d.attention_bias);
+  const BlockIndex bi(d.attention_bias, v.qk_norm);
   for (int l = 0; l < d.n_layer; ++l) {
     UnitLayout b{"block" + std::to_string(l), {}, 0, {}};
     const std::string pre = "model.layers." + std::to_string(l) + ".";
@@ -85,6 +87,10 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, const LlamaVariant& 
       param("q_proj.bias", "self_attn.q_proj.bias", {d.n_head * hd}, false);
       param("k_proj.bias", "self_attn.k_proj.bias", {d.n_kv_head * hd}, false);
       param("v_proj.bias", "self_attn.v_proj.bias", {d.n_kv_head * hd}, false);
+    }
+    if (v.qk_norm) {
+      norm("q_norm", "self_attn.q_norm.weight", hd);
+      norm("k_norm", "self_attn.k_norm.weight", hd);
     }
     param("o_proj", "self_attn.o_proj.weight", {C, d.n_head * hd}, true);
     norm("post_attention_layernorm", "post_attention_layernorm.weight", C);
@@ -108,10 +114,10 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, const LlamaVariant& 
   return units;
 }
 
-double llama_num_params_f64(const ModelDims& dims, const LlamaVariant&) {
+double llama_num_params_f64(const ModelDims& dims, const LlamaVariant& v) {
   const ModelDims d = derive_dims(dims);
   const double C = d.n_embd, hd = d.head_dim, F = d.intermediate_size, qkv = (d.n_head + 2.0 * d.n_kv_head) * hd;
-  const double block = 2 * C + qkv * C + (d.attention_bias ? qkv : 0) + C * d.n_head * hd + 3 * F * C;
+  const double block = 2 * C + qkv * C + (d.attention_bias ? qkv : 0) + (v.qk_norm ? 2 * hd : 0) + C * d.n_head * hd + 3 * F * C;
   return static_cast<double>(d.padded_vocab_size) * C * (d.tie_word_embeddings ? 1 : 2) + d.n_layer * block + C;
 }
 
@@ -143,13 +149,28 @@ std::vector<float> llama_inv_freq(const ModelDims& dims) {
   return f;
 }
 
+Tensor qk_rmsnorm(Tape& tape, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const ModelDims& d) {
+  const float eps = static_cast<float>(d.rms_norm_eps);
+  const int64_t hd = d.head_dim, q = d.n_head * hd, kv = int64_t{d.n_kv_head} * hd;
+  // Each head a row of hd: (..., H*hd) as (..., H, hd), normalised over its last dimension.
+  auto per_head = [&](const Tensor& x, const Tensor& w) {
+    Shape heads = x.shape();
+    heads.back() /= hd;
+    heads.push_back(hd);
+    return ops::reshape(tape, ops::rmsnorm(tape, ops::reshape(tape, x, heads), w, eps), x.shape());
+  };
+  return ops::concat(tape, {per_head(ops::narrow(tape, qkv, 0, q), q_norm), per_head(ops::narrow(tape, qkv, q, kv), k_norm),
+                            ops::narrow(tape, qkv, q + kv, kv)});
+}
+
 Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d,
                    AttentionKernel attention) {
   const float eps = static_cast<float>(d.rms_norm_eps);
   Tensor h = ops::rmsnorm(tape, x, p.input_norm, eps);
   auto lora = [&](LlamaProjection k) -> const LoraTerms& { return projection_lora(p.lora, k); };
-  Tensor qkv = ops::rope(tape, adapted_linear(tape, h, p.qkv, p.qkv_bias, lora(kQkvProjection)), inv_freq, d.n_head,
-                         d.n_kv_head);
+  Tensor qkv = adapted_linear(tape, h, p.qkv, p.qkv_bias, lora(kQkvProjection));
+  if (p.q_norm.defined()) qkv = qk_rmsnorm(tape, qkv, p.q_norm, p.k_norm, d);
+  qkv = ops::rope(tape, qkv, inv_freq, d.n_head, d.n_kv_head);
   Tensor y = ops::attention(tape, qkv, d.n_head, d.n_kv_head, attention);
   Tensor x2 = ops::add(tape, x, adapted_linear(tape, y, p.o_proj, Tensor(), lora(kOProjection)));
   Tensor h2 = ops::rmsnorm(tape, x2, p.post_norm, eps);
@@ -216,7 +237,7 @@ Tensor Llama::embed(Tape& tape, const Tensor& host_tokens) {
 
 Tensor Llama::block(Tape& tape, int layer, const Tensor& x) {
   const int u = block_unit(layer);
-  const BlockIndex bi(dims().attention_bias);
+  const BlockIndex bi(dims().attention_bias, variant_.qk_norm);
   const Tensor none;
   const BlockLora adapters{lora_terms(u, bi.q, 3), lora_terms(u, bi.o, 1), lora_terms(u, bi.gate, 2),
                                       lora_terms(u, bi.down, 1)};
@@ -227,6 +248,8 @@ Tensor Llama::block(Tape& tape, int layer, const Tensor& x) {
                            param(u, bi.post_norm),
                            fused(u, kGateUp),
                            param(u, bi.down),
+                           variant_.qk_norm ? param(u, bi.q_norm) : none,
+                           variant_.qk_norm ? param(u, bi.k_norm) : none,
                            lora().enabled() ? &adapters : nullptr};
   return llama_block(tape, p, x, inv_freq_on(x), dims(), attention_kernel());
 }

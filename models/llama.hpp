@@ -22,9 +22,11 @@
 
 namespace zt {
 
-// What sets a Llama-family architecture apart from Llama itself: its name.
+// What sets a Llama-family architecture's block apart from Llama's own: Qwen3 normalises each q
+// and k head (RMSNorm over head_dim, its q_norm and k_norm weights) before RoPE.
 struct LlamaVariant {
   std::string arch = "llama";
+  bool qk_norm = false;
 };
 
 // K of [Note: Llama's units]: the smallest dividing padded_vocab_size whose row range is no larger
@@ -49,14 +51,19 @@ struct LlamaBlockParams {
   const Tensor& post_norm;
   const Tensor& gate_up;
   const Tensor& down_proj;
+  const Tensor& q_norm;  // undefined without qk_norm
+  const Tensor& k_norm;
   const BlockLora* lora = nullptr;
 };
+// qkv (...,(n_head+2 n_kv_head) head_dim) -> the same with each q head RMSNorm'd by q_norm and each
+// k head by k_norm (head_dim each), v as it was: composed of narrow, reshape, rmsnorm and concat.
+Tensor qk_rmsnorm(Tape& tape, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const ModelDims& d);
 Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d,
                    AttentionKernel attention);
 
 // The spec every Llama-family architecture starts from (models/llama_spec.cpp), and the pieces its
 // members share: the dims from a config.json (LlamaForCausalLM, Qwen2ForCausalLM,
-// MistralForCausalLM: std::runtime_error naming the key of what is not
+// MistralForCausalLM, Qwen3ForCausalLM: std::runtime_error naming the key of what is not
 // modelled), a config.json of the given class, and `ztrain bench`'s peer arguments.
 ModelSpec llama_family_spec(const LlamaVariant& v);
 ModelDims llama_family_dims_from_hf(const HfConfig& r);

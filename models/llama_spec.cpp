@@ -1,5 +1,6 @@
 // The Llama family as the runtime and the file adapters see it ([Note: a new model] in
-// models/model.hpp): Llama itself, with Qwen2's biases and Mistral's window as its dims say.
+// models/model.hpp): Llama itself (with Qwen2's biases and Mistral's window as its dims say) and
+// Qwen3, which is Llama's block with q/k norms.
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -28,8 +29,9 @@ ModelDims llama_family_dims_from_hf(const HfConfig& r) {
   if (const json* act = r.find("hidden_act"); act && *act != "silu")
     r.fail("hidden_act", show_json(*act) + ": the Llama family's MLP is SwiGLU (\"silu\")");
   if (r.flag("mlp_bias", false)) r.fail("mlp_bias", "true: MLP biases are not modelled");
-  const bool qwen2 = arch == "Qwen2ForCausalLM";
-  // Qwen2's q/k/v projections always carry biases; a Llama's attention_bias would add o_proj's too.
+  const bool qwen2 = arch == "Qwen2ForCausalLM", qwen3 = arch == "Qwen3ForCausalLM";
+  // Qwen2's q/k/v projections always carry biases; a Llama's or Qwen3's attention_bias would add
+  // o_proj's too.
   if (!qwen2 && r.flag("attention_bias", false))
     r.fail("attention_bias", "true on " + arch + " (biases on q, k, v and o_proj) is not modelled; Qwen2's q/k/v biases are");
 
@@ -44,8 +46,8 @@ ModelDims llama_family_dims_from_hf(const HfConfig& r) {
   d.padded_vocab_size = padded_vocab(d.vocab_size);
   d.max_seq_len = r.integer("max_position_embeddings");
   // Within a sliding window attention is full attention: the longest sequence it trains is the
-  // window (Mistral v0.1's 4096); Qwen2 says whether it uses one.
-  if (const json* w = r.find("sliding_window"); w && (!qwen2 || r.flag("use_sliding_window", false))) {
+  // window (Mistral v0.1's 4096); Qwen2 and Qwen3 say whether they use one.
+  if (const json* w = r.find("sliding_window"); w && (!(qwen2 || qwen3) || r.flag("use_sliding_window", false))) {
     if (!w->is_number_integer() || w->get<int64_t>() < 1) r.fail("sliding_window", "expected a positive integer, got " + show_json(*w));
     d.max_seq_len = static_cast<int>(std::min<int64_t>(d.max_seq_len, w->get<int64_t>()));
   }

@@ -11,7 +11,8 @@
 // has new ones, describes itself in a ModelSpec (models/model_spec.hpp) in
 // models/<arch>_spec.cpp and lists that in models/registry.cpp. ZeRO, checkpoints, the config's
 // checks, export to safetensors and Hugging Face folders, PEFT, the estimate and the trace then
-// work on it unchanged.
+// work on it unchanged. A variant of an existing block is an option of it (Qwen3 is Llama's with
+// LlamaVariant::qk_norm).
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@ namespace zt {
 // The architectures built in, each defined in its own models/<arch>_spec.cpp.
 ModelSpec gpt2_spec();
 ModelSpec llama_spec();
+ModelSpec qwen3_spec();
 
 namespace {
 
@@ -31,7 +32,7 @@ std::vector<std::string> all_names(Names names) {
 }  // namespace
 
 const std::vector<ModelSpec>& model_specs() {
-  static const std::vector<ModelSpec> specs = {gpt2_spec(), llama_spec()};
+  static const std::vector<ModelSpec> specs = {gpt2_spec(), llama_spec(), qwen3_spec()};
   return specs;
 }
 

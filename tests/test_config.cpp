@@ -553,13 +553,16 @@ TEST_CASE("impossible model values") {
     CHECK(error_of({"model." + std::string(key) + "=0"}) == "config: model." + std::string(key) + ": must be >= 1, got 0");
   }
   CHECK(error_of({"model.arch=llama3"}) ==
-        "config: model.arch: \"llama3\" is not implemented (expected \"gpt2\" or \"llama\")");
+        "config: model.arch: \"llama3\" is not implemented (expected \"gpt2\", \"llama\" or \"qwen3\")");
   CHECK(error_of({"model.n_embd=770"}) == "config: model.n_embd: 770 is not divisible by model.n_head 12");
-  // The Llama family's keys: refused for GPT-2, checked for llama.
+  // The Llama family's keys: refused for GPT-2, checked for llama; an architecture's missing dim
+  // refused (Qwen3's q/k/v have no biases).
   CHECK(error_of({"model.n_kv_head=4"}) == "config: model.n_kv_head: does not apply to GPT-2 (model.arch \"gpt2\")");
   CHECK(error_of({"model.rope_scaling={\"rope_type\": \"llama3\"}"}) ==
         "config: model.rope_scaling.rope_type: does not apply to GPT-2 (model.arch \"gpt2\")");
-  CHECK(error_of({"model.arch=llama", "model.head_dim=7"}) ==
+  CHECK(error_of({"model.arch=qwen3", "model.attention_bias=true"}) ==
+        "config: model.attention_bias: does not apply to Qwen3 (model.arch \"qwen3\")");
+  CHECK(error_of({"model.arch=qwen3", "model.head_dim=7"}) ==
         "config: model.head_dim: must be even (RoPE rotates pairs), got 7");
   CHECK(error_of({"model.arch=llama", "model.n_kv_head=5"}) == "config: model.n_kv_head: 5 does not divide model.n_head 12");
   CHECK(error_of({"model.arch=llama", "model.rope_scaling={\"rope_type\": \"yarn\"}"}) ==

@@ -2,10 +2,14 @@
 // Qwen2ForCausalLM made and saved by transformers at test time (tests/ref/llama_hf.py: GQA, q/k/v
 // biases, tied and untied heads, Llama 3.1 rope scaling, a head_dim of its own), read from their
 // folders by ztrain; loss, logits and every parameter's gradient, then ten AdamW steps through
-// the real trainer, against transformers computing in float64.
+// the real trainer, against transformers computing in float64. Qwen3ForCausalLM, which the test
+// machine's transformers lacks, is compared alike against the goldens transformers 5 made
+// (tests/golden/make_goldens.sh).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -66,26 +70,74 @@ std::vector<float> read_all(const TensorFile& f, const std::string& name) {
 }
 
 const char* const kVariants[] = {"llama", "qwen2", "headdim"};
+const char* const kGoldenVariants[] = {"qwen3", "qwen3_tied"};
+
+// The committed golden case ZT_GOLDEN/<variant>/<which>: model/, tokens.bin, ref.safetensors.
+std::string golden(const std::string& variant, const std::string& which) {
+  const char* dir = std::getenv("ZT_GOLDEN");
+  REQUIRE_MESSAGE(dir, "ZT_GOLDEN must be set (meson test sets it)");
+  return std::string(dir) + "/" + variant + "/" + which;
+}
+
+std::vector<char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// tokens.bin's inputs and targets (int32 B, int32 T, B*T inputs, B*T targets).
+void read_token_batch(const std::string& path, std::vector<int32_t>& in, std::vector<int32_t>& tg) {
+  const std::vector<char> b = read_bytes(path);
+  REQUIRE(b.size() == (2 + 2 * size_t{B * T}) * sizeof(int32_t));
+  int32_t bt[2];
+  std::memcpy(bt, b.data(), sizeof bt);
+  REQUIRE((bt[0] == B && bt[1] == T));
+  in.resize(B * T), tg.resize(B * T);
+  std::memcpy(in.data(), b.data() + 8, in.size() * 4);
+  std::memcpy(tg.data(), b.data() + 8 + in.size() * 4, tg.size() * 4);
+}
+
+// One comparison's files: the model folder, its batch and transformers' reference.
+struct Case {
+  std::string folder, ref;
+  std::vector<int32_t> in, tg;
+};
+std::vector<std::string> all_variants() {
+  std::vector<std::string> v(std::begin(kVariants), std::end(kVariants));
+  v.insert(v.end(), std::begin(kGoldenVariants), std::end(kGoldenVariants));
+  return v;
+}
+bool is_golden(const std::string& variant) {
+  return std::find(std::begin(kGoldenVariants), std::end(kGoldenVariants), variant) != std::end(kGoldenVariants);
+}
 
 }  // namespace
 
 TEST_CASE("Llama family: loss, logits and every gradient match transformers") {
-  for (const char* variant : kVariants) {
+  for (const std::string& variant : all_variants()) {
     CAPTURE(variant);
     test::TempDir dir;
-    const std::string folder = dir / "model";
-    python("make " + folder + " --variant " + variant + " --seed 3");
-    BoundModel m(folder, true);
+    Case c;
+    if (is_golden(variant)) {
+      c.folder = golden(variant, "grads") + "/model", c.ref = golden(variant, "grads") + "/ref.safetensors";
+      read_token_batch(golden(variant, "grads") + "/tokens.bin", c.in, c.tg);
+    } else {
+      c.folder = dir / "model", c.ref = dir / "ref.safetensors";
+      python("make " + c.folder + " --variant " + variant + " --seed 3");
+      const int V = stored_model(c.folder).dims.vocab_size;
+      std::mt19937 gen(11);
+      c.in.resize(B * T), c.tg.resize(B * T);
+      for (auto& t : c.in) t = static_cast<int32_t>(gen() % V);
+      for (auto& t : c.tg) t = static_cast<int32_t>(gen() % V);
+      c.tg[4] = c.tg[T + 7] = -1;
+      test::write_token_batch(dir / "tokens.bin", B, T, c.in, c.tg);
+      python("ref " + c.folder + " " + (dir / "tokens.bin") + " " + c.ref);
+    }
+    BoundModel m(c.folder, true);
     const ModelDims& d = m.model->dims();
-
-    std::mt19937 gen(11);
-    std::vector<int32_t> in(B * T), tg(B * T);
-    for (auto& t : in) t = static_cast<int32_t>(gen() % d.vocab_size);
-    for (auto& t : tg) t = static_cast<int32_t>(gen() % d.vocab_size);
-    tg[4] = tg[T + 7] = -1;
-    test::write_token_batch(dir / "tokens.bin", B, T, in, tg);
-    python("ref " + folder + " " + (dir / "tokens.bin") + " " + (dir / "ref.safetensors"));
-    const std::unique_ptr<TensorFile> ref = open_safetensors(dir / "ref.safetensors");
+    const std::vector<int32_t>& in = c.in;
+    const std::vector<int32_t>& tg = c.tg;
+    const std::unique_ptr<TensorFile> ref = open_safetensors(c.ref);
 
     Tensor inputs = Tensor::empty({B, T}, DType::i32), targets = Tensor::empty({B, T}, DType::i32);
     std::copy(in.begin(), in.end(), inputs.data<int32_t>());
@@ -126,28 +178,34 @@ TEST_CASE("Llama family: loss, logits and every gradient match transformers") {
 }
 
 TEST_CASE("Llama family: ten AdamW steps through the trainer match torch.optim.AdamW on the transformers model") {
-  for (const char* variant : kVariants) {
+  for (const std::string& variant : all_variants()) {
     CAPTURE(variant);
     test::TempDir dir;
-    const std::string folder = dir / "model";
-    python("make " + folder + " --variant " + variant + " --seed 5");
-    const ModelDims d = stored_model(folder).dims;
-    // A shard of exactly one batch: the loader wraps to it every step, as the reference reuses it.
-    std::mt19937 gen(7);
-    std::vector<uint16_t> shard(B * T + 1);
-    for (auto& t : shard) t = static_cast<uint16_t>(gen() % d.vocab_size);
-    write_llmc_shard(dir / "train_000.bin", shard);
-    std::vector<int32_t> in(B * T), tg(B * T);
-    for (int b = 0; b < B; ++b)  // the loader's rows: consecutive windows of T + 1
-      for (int t = 0; t < T; ++t) in[size_t(b * T + t)] = shard[size_t(b * T + t)], tg[size_t(b * T + t)] = shard[size_t(b * T + t + 1)];
-    test::write_token_batch(dir / "tokens.bin", B, T, in, tg);
     const int steps = 10;
-    python("ref " + folder + " " + (dir / "tokens.bin") + " " + (dir / "ref.safetensors") + " --steps " +
-           std::to_string(steps));
-    const std::vector<float> want = read_all(*open_safetensors(dir / "ref.safetensors"), "losses");
+    // A shard of exactly one batch: the loader wraps to it every step, as the reference reuses it.
+    std::vector<uint16_t> shard(B * T + 1);
+    std::string folder, ref;
+    if (is_golden(variant)) {
+      folder = golden(variant, "adamw") + "/model", ref = golden(variant, "adamw") + "/ref.safetensors";
+      const std::vector<char> b = read_bytes(golden(variant, "adamw") + "/shard.bin");
+      REQUIRE(b.size() == shard.size() * sizeof(uint16_t));
+      std::memcpy(shard.data(), b.data(), b.size());
+    } else {
+      folder = dir / "model", ref = dir / "ref.safetensors";
+      python("make " + folder + " --variant " + variant + " --seed 5");
+      std::mt19937 gen(7);
+      for (auto& t : shard) t = static_cast<uint16_t>(gen() % stored_model(folder).dims.vocab_size);
+      std::vector<int32_t> in(B * T), tg(B * T);
+      for (int b = 0; b < B; ++b)  // the loader's rows: consecutive windows of T + 1
+        for (int t = 0; t < T; ++t) in[size_t(b * T + t)] = shard[size_t(b * T + t)], tg[size_t(b * T + t)] = shard[size_t(b * T + t + 1)];
+      test::write_token_batch(dir / "tokens.bin", B, T, in, tg);
+      python("ref " + folder + " " + (dir / "tokens.bin") + " " + ref + " --steps " + std::to_string(steps));
+    }
+    write_llmc_shard(dir / "train_000.bin", shard);
+    const std::vector<float> want = read_all(*open_safetensors(ref), "losses");
 
     nlohmann::json cfg = {
-        {"model", {{"arch", "llama"}, {"init_from", folder}}},
+        {"model", {{"arch", stored_model(folder).arch}, {"init_from", folder}}},
         {"data", {{"format", "llmc"}, {"train", dir / "train_*.bin"}, {"seq_len", T}}},
         {"train", {{"steps", steps}, {"val_interval", 0}}},
         {"train_micro_batch_size_per_gpu", B},
@@ -208,6 +266,68 @@ TEST_CASE("SmolLM2-135M-Instruct from its GGUF: logits match transformers on a r
   const std::vector<float> back = read_all(*open_safetensors(dir / "back.safetensors"), "logits");
   REQUIRE(back.size() == got.size());
   CHECK(test::rel_error(got.data(), back.data(), got.size()) <= 1e-4);
+}
+
+TEST_CASE("Qwen3 exported as a Hugging Face folder is the folder transformers 5 saved: its tensors and config") {
+  // transformers reads back what it wrote itself: the export holds the golden folder's tensors,
+  // bit for bit, under the same names, and a config.json with the same model keys.
+  for (const char* variant : kGoldenVariants) {
+    CAPTURE(variant);
+    test::TempDir dir;
+    const std::string folder = golden(variant, "grads") + "/model";
+    BoundModel m(folder, false);
+    auto writer = make_model_writer("hf", dir / "export", "test", *m.model);
+    for (int u = 0; u < m.model->num_units(); ++u) writer->write_unit(u, m.params[size_t(u)].data<float>());
+    writer->finish();
+    const std::unique_ptr<TensorFile> want = open_safetensors(folder + "/model.safetensors");
+    const std::unique_ptr<TensorFile> got = open_safetensors(dir / "export/model.safetensors");
+    REQUIRE(got->entries().size() == want->entries().size());
+    for (const TensorFileEntry& e : want->entries()) {
+      CAPTURE(e.name);
+      REQUIRE(got->find(e.name));
+      CHECK(read_all(*got, e.name) == read_all(*want, e.name));
+    }
+    const nlohmann::json a = nlohmann::json::parse(read_bytes(dir / "export/config.json"));
+    const nlohmann::json b = nlohmann::json::parse(read_bytes(folder + "/config.json"));
+    for (const char* key : {"architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
+                            "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                            "max_position_embeddings", "rms_norm_eps", "hidden_act", "tie_word_embeddings",
+                            "attention_bias"}) {
+      CAPTURE(key);
+      CHECK(a.at(key) == b.at(key));
+    }
+    CHECK(a.at("rope_theta") == b.at("rope_parameters").at("rope_theta"));
+    // And ztrain reads its own export back as the same model.
+    CHECK(stored_model(dir / "export").arch == "qwen3");
+    CHECK(stored_model(dir / "export").dims == stored_model(folder).dims);
+  }
+}
+
+TEST_CASE("Qwen3 from GGUF: the same model as from its Hugging Face folder, every weight and logit") {
+  const char* py = std::getenv("ZT_PYTHON");
+  const char* writer = std::getenv("ZT_QWEN3_GGUF");
+  REQUIRE_MESSAGE((py && writer), "ZT_PYTHON and ZT_QWEN3_GGUF must be set (meson test sets them)");
+  for (const char* variant : kGoldenVariants) {
+    CAPTURE(variant);
+    test::TempDir dir;
+    const std::string folder = golden(variant, "grads") + "/model";
+    const test::Run r = test::run(std::string(py) + " " + writer + " " + folder + " " + (dir / "model.gguf"));
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    BoundModel hf(folder, false), gg(dir / "model.gguf", false);
+    CHECK(gg.model->arch() == "qwen3");
+    // GGUF holds the RMSNorm epsilon as an f32.
+    ModelDims d = gg.model->dims();
+    CHECK(d.rms_norm_eps == static_cast<double>(static_cast<float>(hf.model->dims().rms_norm_eps)));
+    d.rms_norm_eps = hf.model->dims().rms_norm_eps;
+    CHECK_MESSAGE(d == hf.model->dims(), dims_str(d) << " vs " << dims_str(hf.model->dims()));
+    REQUIRE(gg.params.size() == hf.params.size());
+    for (size_t u = 0; u < hf.params.size(); ++u) {
+      CAPTURE(u);
+      const std::vector<float> a(hf.params[u].data<float>(), hf.params[u].data<float>() + hf.params[u].numel());
+      const std::vector<float> b(gg.params[u].data<float>(), gg.params[u].data<float>() + gg.params[u].numel());
+      CHECK(a == b);
+    }
+  }
 }
 
 TEST_CASE("Hugging Face folders that cannot be trained from: each refused naming the file and the tensor") {

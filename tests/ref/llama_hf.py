@@ -7,6 +7,15 @@
           llama      GQA (4 heads, 2 KV heads), untied head, Llama 3.1 rope scaling
           qwen2      Qwen2 (q/k/v biases), GQA, tied head
           headdim    Llama with head_dim 12 != hidden 32 / 4 heads, MHA, tied, rope_theta 500000
+          qwen3      Qwen3 (per-head q/k RMSNorm), GQA, head_dim 16 != hidden 32 / 4 heads, untied
+          qwen3_tied Qwen3, MHA, head_dim 8, tied head
+        (the qwen3 variants need transformers >= 4.51: the goldens below hold them.)
+    llama_hf.py golden OUT --variant NAME --seed S --case grads|adamw [--steps N]
+        What the tests compare against where the test machine's transformers lacks the class,
+        made once with the peers' environment (tests/golden/make_goldens.sh) and committed: the
+        model folder OUT/model, the batch OUT/tokens.bin (grads: random ids, two targets -1;
+        adamw: consecutive windows of OUT/shard.bin, B*T+1 uint16 ids, as the trainer's loader
+        reads a one-batch shard) and the reference OUT/ref.safetensors.
     llama_hf.py ref MODEL TOKENS OUT [--steps N] [--lr ...] [--beta1 ...] [--beta2 ...]
                     [--eps ...] [--weight-decay ...]
         TOKENS: int32 B, int32 T, B*T int32 inputs, B*T int32 targets (-1 ignored).
@@ -33,6 +42,12 @@ VARIANTS = {
     "qwen2": dict(arch="qwen2", vocab_size=100, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6,
                   rope_theta=1000000.0, tie_word_embeddings=True),
+    "qwen3": dict(arch="qwen3", vocab_size=96, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+                  rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False),
+    "qwen3_tied": dict(arch="qwen3", vocab_size=80, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
+                       num_attention_heads=4, num_key_value_heads=4, head_dim=8, max_position_embeddings=64,
+                       rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True),
     "headdim": dict(arch="llama", vocab_size=80, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
                     num_attention_heads=4, num_key_value_heads=4, head_dim=12, max_position_embeddings=64,
                     rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True),
@@ -40,14 +55,12 @@ VARIANTS = {
 
 
 def make(out, variant, seed):
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    import transformers
     kw = dict(VARIANTS[variant])
-    arch = kw.pop("arch")
+    config, causal_lm = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+                         "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}[kw.pop("arch")]
     torch.manual_seed(seed)
-    if arch == "qwen2":
-        model = Qwen2ForCausalLM(Qwen2Config(**kw))
-    else:
-        model = LlamaForCausalLM(LlamaConfig(**kw))
+    model = getattr(transformers, causal_lm)(getattr(transformers, config)(**kw))
     # Norm weights away from 1 and biases away from 0, so that they are checked too.
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -103,6 +116,32 @@ def ref(args):
     save_file({k: v.to(torch.float32).contiguous() for k, v in out.items()}, args.out)
 
 
+B, T = 2, 16
+
+
+def golden(args):
+    import os
+    os.makedirs(args.out, exist_ok=True)
+    model = os.path.join(args.out, "model")
+    make(model, args.variant, args.seed)
+    V = VARIANTS[args.variant]["vocab_size"]
+    rng = np.random.default_rng(args.seed)
+    if args.case == "grads":
+        inputs = rng.integers(0, V, B * T, dtype=np.int32)
+        targets = rng.integers(0, V, B * T, dtype=np.int32)
+        targets[4] = targets[T + 7] = -1
+    else:
+        shard = rng.integers(0, V, B * T + 1, dtype=np.uint16)
+        shard.tofile(os.path.join(args.out, "shard.bin"))
+        idx = np.arange(B * T)
+        inputs, targets = shard[idx].astype(np.int32), shard[idx + 1].astype(np.int32)
+    tokens = os.path.join(args.out, "tokens.bin")
+    with open(tokens, "wb") as f:
+        f.write(struct.pack("<ii", B, T) + inputs.tobytes() + targets.tobytes())
+    args.model, args.tokens, args.out = model, tokens, os.path.join(args.out, "ref.safetensors")
+    ref(args)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -114,15 +153,23 @@ def main():
     r.add_argument("model")
     r.add_argument("tokens")
     r.add_argument("out")
-    r.add_argument("--steps", type=int, default=0)
-    r.add_argument("--lr", type=float, default=1e-3)
-    r.add_argument("--beta1", type=float, default=0.9)
-    r.add_argument("--beta2", type=float, default=0.95)
-    r.add_argument("--eps", type=float, default=1e-8)
-    r.add_argument("--weight-decay", type=float, default=0.1)
+    g = sub.add_parser("golden")
+    g.add_argument("out")
+    g.add_argument("--variant", choices=sorted(VARIANTS), required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--case", choices=("grads", "adamw"), required=True)
+    for p in (r, g):  # the reference's AdamW
+        p.add_argument("--steps", type=int, default=0)
+        p.add_argument("--lr", type=float, default=1e-3)
+        p.add_argument("--beta1", type=float, default=0.9)
+        p.add_argument("--beta2", type=float, default=0.95)
+        p.add_argument("--eps", type=float, default=1e-8)
+        p.add_argument("--weight-decay", type=float, default=0.1)
     args = ap.parse_args()
     if args.cmd == "make":
         make(args.out, args.variant, args.seed)
+    elif args.cmd == "golden":
+        golden(args)
     else:
         ref(args)
 

@@ -31,12 +31,14 @@ sudo=""
 # PEFT is LoRA's reference (tests/ref/lora_peft.py); 0.13.2 is the last to run on that torch and
 # transformers, and needs nothing they lack. TensorBoard's own reader (EventAccumulator, in the
 # tensorboard package) reads the event files of ztrain's `tensorboard` monitor back in its tests.
-if ! /usr/bin/python3 -c "import safetensors, transformers, gguf, accelerate, peft, tensorboard
+# Jinja2 renders the models' chat templates in transformers' apply_chat_template, the chat
+# templates' reference (tests/ref/tokenizer_ref.py chat).
+if ! /usr/bin/python3 -c "import safetensors, transformers, gguf, accelerate, peft, tensorboard, jinja2
 assert transformers.__version__ == '4.46.3' and peft.__version__ == '0.13.2'
-assert tensorboard.__version__ == '2.19.0'" 2>/dev/null; then
-  echo "install-deps: installing safetensors, transformers, gguf, accelerate, peft and tensorboard (pip)"
+assert tensorboard.__version__ == '2.19.0' and jinja2.__version__ == '3.1.6'" 2>/dev/null; then
+  echo "install-deps: installing safetensors, transformers, gguf, accelerate, peft, tensorboard and jinja2 (pip)"
   $sudo /usr/bin/python3 -m pip install -q --break-system-packages safetensors "transformers==4.46.3" "gguf==0.17.1" \
-    "tensorboard==2.19.0" "numpy<2"
+    "tensorboard==2.19.0" "jinja2==3.1.6" "numpy<2"
   $sudo /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "accelerate==1.1.1" "peft==0.13.2"
 fi
 

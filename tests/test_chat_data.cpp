@@ -50,7 +50,12 @@ TEST_CASE("chat templates render as the models' own templates do") {
         "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
         "<|start_header_id|>user<|end_header_id|>\n\nHi?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>");
   CHECK(llama3.end_of_turn() == "<|eot_id|>");
-  CHECK_THROWS_WITH_AS(ChatTemplate("vicuna"), "unknown chat template 'vicuna' (known: chatml, llama3)", std::invalid_argument);
+  // Gemma 3's: the system message opens the first user turn, the assistant is "model", contents trimmed.
+  const ChatTemplate gemma("gemma");
+  CHECK(joined(gemma.render({{"system", "Be brief."}, {"user", " Hi? "}, {"assistant", "Hello.\n"}}, false)) ==
+        "<bos><start_of_turn>user\nBe brief.\n\nHi?<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n");
+  CHECK(joined(gemma.render({{"user", "Hi?"}}, true)) == "<bos><start_of_turn>user\nHi?<end_of_turn>\n<start_of_turn>model\n");
+  CHECK_THROWS_WITH_AS(ChatTemplate("vicuna"), "unknown chat template 'vicuna' (known: chatml, llama3, gemma)", std::invalid_argument);
 }
 
 TEST_CASE("chat rows: the model reads the conversation and is trained on the answers only") {

@@ -2,8 +2,9 @@
 # `ztrain tokenize` against Hugging Face tokenizers (tests/ref/tokenizer_ref.py) loading the same
 # tokenizer: identical ids on every file of /usr/share/common-licenses, a multilingual UTF-8 text
 # and the same with bytes that are not UTF-8, for GPT-2 (tiktoken file and tokenizer.json),
-# SmolLM2 (its GGUF file and tokenizer.json), a Llama-3-style split pattern (uint32 shards) and a
-# Qwen2-style tokenizer (NFC normalizer).
+# SmolLM2 (its GGUF file and tokenizer.json), a Llama-3-style split pattern (uint32 shards), a
+# Qwen2-style tokenizer (NFC normalizer), and SentencePiece-style vocabularies (Llama 2's, Mistral's
+# and Gemma's forms, with and without byte fallback, tokenizer.json and GGUF).
 # Then: the ids do not depend on chunking or threads, the validation split and shard sizes, .jsonl
 # documents, and bad input named.
 # usage: test_tokenize.sh ZTRAIN PYTHON TOKENIZER_REF GPT2_TIKTOKEN SMOLLM2_GGUF
@@ -31,6 +32,26 @@ check smollm2_gguf "$gguf" smollm2
 check smollm2_json "$dir/ref/smollm2" smollm2
 check llama3 "$dir/ref/llama3/tokenizer.json" llama3
 check qwen2 "$dir/ref/qwen2" qwen2
+# SentencePiece-style BPE (Llama 2, Mistral, Gemma): a vocabulary trained here, as tokenizer.json
+# in each family's form and as llama.cpp's GGUF ("llama", merged by scores), against tokenizers.
+# Bytes that are not UTF-8 (invalid.bin) are left out: tokenizers cannot take them, and without a
+# pre-tokenizer they are not pieces of their own to take apart.
+"$python" "$ref" spm "$dir/ref" > /dev/null || fail "making the SentencePiece-style reference tokenizers"
+check_spm() {
+  name=$1 tok=$2 reference=$3
+  "$ztrain" tokenize --tokenizer "$tok" --out "$dir/$name" /usr/share/common-licenses/* "$dir/ref/multilingual.txt" \
+    > "$dir/$name.out" 2>&1 || { fail "$name: tokenize failed: $(cat "$dir/$name.out")"; return; }
+  "$python" "$ref" check "$dir/ref/$reference/tokenizer.json" "$dir/$name" /usr/share/common-licenses/* \
+    "$dir/ref/multilingual.txt" || fail "$name: ids differ from tokenizers'"
+}
+check_spm spm_bf "$dir/ref/spm_bf/tokenizer.json" spm_bf
+check_spm spm_unk "$dir/ref/spm_unk/tokenizer.json" spm_unk
+check_spm spm_split "$dir/ref/spm_split/tokenizer.json" spm_split
+check_spm spm_first "$dir/ref/spm_first/tokenizer.json" spm_first
+check_spm gemma "$dir/ref/gemma/tokenizer.json" gemma
+check_spm spm_bf_gguf "$dir/ref/spm_bf.gguf" spm_bf
+check_spm spm_unk_gguf "$dir/ref/spm_unk.gguf" spm_unk
+check_spm gemma_gguf "$dir/ref/gemma.gguf" gemma
 grep -q "shards version 7 (uint32 tokens)" "$dir/llama3.out" || fail "llama3 (65661 tokens) did not write uint32 shards: $(cat "$dir/llama3.out")"
 grep -q "shards version 1 (uint16 tokens)" "$dir/gpt2_json.out" || fail "gpt2 did not write uint16 shards: $(cat "$dir/gpt2_json.out")"
 

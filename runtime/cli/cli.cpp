@@ -164,7 +164,9 @@ int cmd_sample(int argc, char** argv) {
       if (!system.empty()) messages.push_back({"system", system});
       messages.push_back({"user", prompt});
       TokenEncoder enc(*tok);
-      for (const ChatSegment& seg : tmpl.render(messages, true)) enc.encode(seg.text, ids);
+      ChatTokens rendered;
+      encode_chat(tmpl.render(messages, true), *tok, enc, rendered);
+      ids = std::move(rendered.ids);
     } else {
       ids = tok->encode(prompt);
       if (ids.empty()) ids.push_back(opt.stop.empty() ? 0 : opt.stop.front());  // start a text from nothing

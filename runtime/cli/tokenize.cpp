@@ -177,9 +177,11 @@ TokenizeReport tokenize_corpus(const Tokenizer& tok, const TokenizeOptions& opt,
   check_out_dir(opt.out);
 
   std::vector<Item> items;
-  for (size_t d = 0; d < docs.size(); ++d)
-    for (int64_t at = docs[d].begin; at < docs[d].end; at += opt.chunk_bytes)
-      items.push_back({d, at, std::min(docs[d].end, at + opt.chunk_bytes)});
+  // A SentencePiece-style tokenizer may merge across a line start: its documents are not cut.
+  for (size_t d = 0; d < docs.size(); ++d) {
+    const int64_t step = tok.cuts_at_line_starts() || docs[d].jsonl ? opt.chunk_bytes : docs[d].end - docs[d].begin;
+    for (int64_t at = docs[d].begin; at < docs[d].end; at += step) items.push_back({d, at, std::min(docs[d].end, at + step)});
+  }
 
   const ShardFormat format = shard_format_for(tok.vocab_size());
   report.format_version = format.version;

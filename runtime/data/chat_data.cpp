@@ -84,11 +84,7 @@ Parsed parse_line(std::string_view line, const std::string& system) {
   return p;
 }
 
-// A conversation's tokens, and for each whether it is trained (as a target).
-struct Tokens {
-  std::vector<int32_t> ids;
-  std::vector<uint8_t> trained;
-};
+using Tokens = ChatTokens;
 
 // The conversations of a list of files, and what was wrong with the rest.
 struct Corpus {
@@ -119,21 +115,20 @@ Corpus read_corpus(const std::string& list, const Tokenizer& tok, const ChatTemp
         c.count_bad(where, p.bad);
         continue;
       }
-      // Tokenized a segment at a time, and no further than a row needs: past T+1 tokens a
-      // conversation is cut (packing) or refused, so the rest is never tokenized; without packing
-      // a segment whose bytes alone need more tokens than the row has left is not tokenized at all
-      // (a token holds at most max_token_bytes() bytes).
+      // Without packing, a conversation whose bytes alone need more tokens than a row holds is not
+      // tokenized at all (a token holds at most max_token_bytes() bytes); one longer than a row
+      // keeps only what a row can use.
       Tokens t;
       const auto W = size_t(T) + 1;
-      for (const ChatSegment& s : tmpl.render(p.messages)) {
-        if (t.ids.size() > W || (!packing && t.ids.size() + s.text.size() / tok.max_token_bytes() > W)) {
-          t.ids.resize(W + 1);  // longer than a row, and what lies past it is never used
-          break;
-        }
-        enc.encode(s.text, t.ids);
-        t.trained.resize(t.ids.size(), s.trained ? 1 : 0);
+      const std::vector<ChatSegment> segments = tmpl.render(p.messages);
+      size_t bytes = 0;
+      for (const ChatSegment& s : segments) bytes += s.text.size();
+      if (!packing && bytes / tok.max_token_bytes() > W) {
+        c.count_bad(where, "longer than a row without data.packing");
+        continue;
       }
-      t.trained.resize(t.ids.size(), 0);
+      encode_chat(segments, tok, enc, t);  // [Note: chat tokens] in runtime/text/chat_template.hpp
+      if (t.ids.size() > W + 1) t.ids.resize(W + 1), t.trained.resize(W + 1);
       if (!packing && t.ids.size() > W) {
         c.count_bad(where, "longer than a row without data.packing");
         continue;

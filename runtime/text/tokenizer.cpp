@@ -22,7 +22,7 @@ constexpr size_t kCachedPieces = 1 << 16;
 
 Tokenizer::Tokenizer(TokenizerSpec spec)
     : source_(std::move(spec.source)), tokens_(std::move(spec.tokens)), unknown_(spec.unknown),
-      fuse_unknown_(spec.fuse_unknown), nfc_(spec.nfc), ignore_merges_(spec.ignore_merges), end_of_text_(spec.end_of_text) {
+      fuse_unknown_(spec.fuse_unknown), nfc_(spec.nfc), sentencepiece_(std::move(spec.sentencepiece)), ignore_merges_(spec.ignore_merges), end_of_text_(spec.end_of_text) {
   auto fail = [&](const std::string& what) { throw TokenizerError("tokenizer: " + source_ + ": " + what); };
   const auto n = static_cast<int32_t>(tokens_.size());
   if (n == 0) fail("the vocabulary is empty");
@@ -42,11 +42,19 @@ Tokenizer::Tokenizer(TokenizerSpec spec)
       special_lengths_.push_back(t.size());
   }
   std::sort(special_lengths_.rbegin(), special_lengths_.rend());
+  // Byte-fallback tokens decode to a byte but are never the text's own: kept out of the lookup.
+  std::vector<bool> byte_token(size_t(n), false);
+  if (sentencepiece_)
+    for (int32_t id : sentencepiece_->byte_tokens) {
+      check_id(id, "byte token");
+      byte_token[size_t(id)] = true;
+    }
   ids_.reserve(size_t(n));
   for (int32_t id = 0; id < n; ++id) {
     const std::string& t = tokens_[size_t(id)];
     if (t.empty()) continue;
     max_token_bytes_ = std::max(max_token_bytes_, t.size());
+    if (byte_token[size_t(id)]) continue;
     // Two ids with the same bytes: the ordinary one wins over a special one, and the lower id
     // over a higher, so a lookup by bytes is deterministic.
     auto [it, fresh] = ids_.try_emplace(t, id);
@@ -60,7 +68,7 @@ Tokenizer::Tokenizer(TokenizerSpec spec)
   }
   // Every ASCII letter and digit has a token in any byte-level vocabulary; a vocabulary without
   // them is a SentencePiece one read as if it were byte-level.
-  if (covered < 128) fail("only " + std::to_string(covered) + " of the 256 bytes have a token: not a byte-level vocabulary");
+  if (!sentencepiece_ && covered < 128) fail("only " + std::to_string(covered) + " of the 256 bytes have a token: not a byte-level vocabulary");
   if (unknown_ >= 0) check_id(unknown_, "unknown token");
   merges_.reserve(spec.merges.size());
   for (size_t r = 0; r < spec.merges.size(); ++r) {
@@ -77,7 +85,7 @@ Tokenizer::Tokenizer(TokenizerSpec spec)
 }
 
 bool Tokenizer::covers_all_bytes() const {
-  return std::none_of(byte_ids_.begin(), byte_ids_.end(), [](int32_t id) { return id < 0; });
+  return !sentencepiece_ && std::none_of(byte_ids_.begin(), byte_ids_.end(), [](int32_t id) { return id < 0; });
 }
 
 int32_t Tokenizer::end_of_text() const {
@@ -110,6 +118,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   std::string out;
   for (int32_t id : ids) out += token(id);
+  // The space the prefix put in front ([Note: SentencePiece-style BPE] in sentencepiece.hpp).
+  if (sentencepiece_ && sentencepiece_->prefix != SentencePieceRules::Prefix::none && !out.empty() && out[0] == ' ')
+    out.erase(0, 1);
   return out;
 }
 
@@ -135,11 +146,11 @@ void TokenEncoder::encode(std::string_view text, std::vector<int32_t>& out) {
       ++i;
       continue;
     }
-    encode_ordinary(text.substr(start, i - start), out);
+    encode_ordinary(text.substr(start, i - start), start == 0, out);
     out.push_back(id);
     start = i += tok_.tokens_[size_t(id)].size();
   }
-  encode_ordinary(text.substr(start), out);
+  encode_ordinary(text.substr(start), start == 0, out);
 }
 
 // The NFC form of each stretch of valid UTF-8 into normalized_; bytes that are not UTF-8 stay as
@@ -176,10 +187,22 @@ std::string_view TokenEncoder::nfc(std::string_view text) {
   return normalized_;
 }
 
-void TokenEncoder::encode_ordinary(std::string_view text, std::vector<int32_t>& out) {
+void TokenEncoder::encode_ordinary(std::string_view text, bool first, std::vector<int32_t>& out) {
   if (text.empty()) return;
   if (tok_.nfc_) text = nfc(text);
   pieces_.assign(1, text);
+  if (tok_.sentencepiece_) {
+    text = sentencepiece_text(text, *tok_.sentencepiece_, first, spaced_);
+    pieces_.assign(1, text);
+    if (tok_.sentencepiece_->split) {  // a piece starts at each space (Metaspace's split)
+      pieces_.clear();
+      for (size_t at = 0; at < text.size();) {
+        const size_t next = text.find(' ', at + 1);
+        pieces_.push_back(text.substr(at, next - at));
+        at = std::min(next, text.size());
+      }
+    }
+  }
   for (Regex::Matcher& m : matchers_) {
     next_.clear();
     for (std::string_view p : pieces_) m.split(p, next_);
@@ -231,18 +254,35 @@ void TokenEncoder::encode_piece(std::string_view piece, std::vector<int32_t>& ou
 // among equal ranks is the leftmost pair, as before. A heap entry is stale once either symbol
 // changed; it is then found so by the pair's rank now, which is checked at the pop (a symbol
 // only ever grows into a longer token, so an equal rank means the same merge is still due).
-void TokenEncoder::merge(std::string_view piece) {
+void TokenEncoder::unknown_symbol(size_t bytes) {
+  unknown_bytes_ += int64_t(bytes);
+  if (tok_.unknown_ < 0) return;
+  if (!(tok_.fuse_unknown_ && !work_.empty() && work_.back() == tok_.unknown_)) work_.push_back(tok_.unknown_);
+}
+
+void TokenEncoder::start_symbols(std::string_view piece) {
   work_.clear();
-  for (char c : piece) {
-    const int32_t id = tok_.byte_ids_[static_cast<unsigned char>(c)];
-    if (id >= 0) {
-      work_.push_back(id);
-      continue;
+  if (!tok_.sentencepiece_) {
+    for (char c : piece) {
+      const int32_t id = tok_.byte_ids_[static_cast<unsigned char>(c)];
+      if (id >= 0) work_.push_back(id);
+      else unknown_symbol(1);
     }
-    ++unknown_bytes_;
-    if (tok_.unknown_ < 0) continue;
-    if (!(tok_.fuse_unknown_ && !work_.empty() && work_.back() == tok_.unknown_)) work_.push_back(tok_.unknown_);
+    return;
   }
+  const std::vector<int32_t>& byte_tokens = tok_.sentencepiece_->byte_tokens;
+  for (size_t i = 0; i < piece.size();) {
+    const std::string_view c = piece.substr(i, utf8_char_bytes(piece.substr(i)));
+    i += c.size();
+    if (const auto id = tok_.find(c); id && !tok_.is_special(*id)) work_.push_back(*id);
+    else if (!byte_tokens.empty())
+      for (char b : c) work_.push_back(byte_tokens[static_cast<unsigned char>(b)]);
+    else unknown_symbol(c.size());
+  }
+}
+
+void TokenEncoder::merge(std::string_view piece) {
+  start_symbols(piece);
   if (work_.size() < 2) return;
   const auto n = static_cast<int32_t>(work_.size());
   next_pos_.resize(size_t(n));

@@ -1,10 +1,16 @@
-// Byte-level BPE, as GPT-2, Llama 3, Qwen2 and SmolLM2 tokenize: text is cut at the special
-// (added) tokens, each stretch between them is split into pieces by the pre-tokenizer's patterns,
-// and each piece's bytes are merged by BPE, lowest merge rank first (leftmost on a tie), as
-// Hugging Face tokenizers' BPE and tiktoken both do. The vocabulary holds raw bytes, so any byte
-// string encodes, and decode(encode(x)) == x wherever every byte has a token and no normalizer
-// (Qwen2's NFC) rewrites the text; the files' byte-to-character alphabet is undone by the loaders
-// (runtime/text/tokenizer_files.hpp), which alone know the file formats.
+// BPE as the model families tokenize: text is cut at the special (added) tokens, each stretch
+// between them is split into pieces by the pre-tokenizer's patterns, and each piece is merged by
+// BPE, lowest merge rank first (leftmost on a tie), as Hugging Face tokenizers' BPE and tiktoken
+// both do. Two kinds of vocabulary share that core:
+//   - byte-level (GPT-2, Llama 3, Qwen2, SmolLM2): a piece starts as its bytes; the vocabulary
+//     holds raw bytes, so any byte string encodes, and decode(encode(x)) == x wherever every byte
+//     has a token and no normalizer (Qwen2's NFC) rewrites the text;
+//   - SentencePiece-style (Llama 2, Mistral, Gemma): a piece starts as its characters, spaces
+//     written '▁', a character without a token becomes its <0xNN> byte tokens (byte fallback) or
+//     the unknown token ([Note: SentencePiece-style BPE] in runtime/text/sentencepiece.hpp).
+// The files' spellings (GPT-2's byte-to-character alphabet, '▁' and <0xNN>) are undone by the
+// loaders (runtime/text/tokenizer_files.hpp, runtime/text/sentencepiece.hpp), so the Tokenizer's
+// tokens are the bytes they decode to.
 #pragma once
 
 #include <array>
@@ -18,6 +24,7 @@
 #include <vector>
 
 #include "runtime/text/regex.hpp"
+#include "runtime/text/sentencepiece.hpp"
 
 namespace zt {
 
@@ -48,6 +55,8 @@ struct TokenizerSpec {
   // Unicode NFC before the split (Qwen2's normalizer), on the text between special tokens; bytes
   // that are not valid UTF-8 are left as they are.
   bool nfc = false;
+  // Set for a SentencePiece-style vocabulary: how the text is prepared, and its byte tokens.
+  std::optional<SentencePieceRules> sentencepiece;
 };
 
 class Tokenizer {
@@ -59,8 +68,12 @@ class Tokenizer {
   int vocab_size() const { return static_cast<int>(tokens_.size()); }
   // The most bytes one token holds: text of n bytes encodes to at least n / max_token_bytes() tokens.
   size_t max_token_bytes() const { return max_token_bytes_; }
-  // Whether every byte has a token, so that decode(encode(x)) == x for any bytes x.
+  // Whether decode(encode(x)) == x for any bytes x: every byte has a token and nothing rewrites
+  // the text (a SentencePiece-style vocabulary reads '▁' as a space, and may drop a leading one).
   bool covers_all_bytes() const;
+  // Whether text cut just after a line break that an ASCII letter follows encodes as the whole
+  // does (every byte-level pre-tokenizer cuts there; a SentencePiece piece may run across it).
+  bool cuts_at_line_starts() const { return !sentencepiece_; }
   const std::string& source() const { return source_; }
   // The document separator; throws TokenizerError when the file named none.
   int32_t end_of_text() const;
@@ -72,7 +85,8 @@ class Tokenizer {
 
   // One-off encoding; for many texts, keep a TokenEncoder (it caches pieces).
   std::vector<int32_t> encode(std::string_view text) const;
-  // The tokens' bytes, concatenated; throws TokenizerError for an id outside the vocabulary.
+  // The tokens' bytes, concatenated (less the space a SentencePiece-style tokenizer put in front);
+  // throws TokenizerError for an id outside the vocabulary.
   std::string decode(std::span<const int32_t> ids) const;
 
  private:
@@ -95,6 +109,7 @@ class Tokenizer {
   int32_t unknown_;
   bool fuse_unknown_;
   bool nfc_;
+  std::optional<SentencePieceRules> sentencepiece_;
   std::vector<Regex> splits_;
   // The special tokens by their bytes, and their distinct lengths, longest first: a match at a
   // position is one lookup per length (Llama 3 has 256 specials, all starting with '<').
@@ -119,15 +134,21 @@ class TokenEncoder {
   int64_t unknown_bytes() const { return unknown_bytes_; }
 
  private:
-  void encode_ordinary(std::string_view text, std::vector<int32_t>& out);
+  // `first`: the stretch starts the text (SentencePiece's prefix space may depend on it).
+  void encode_ordinary(std::string_view text, bool first, std::vector<int32_t>& out);
   std::string_view nfc(std::string_view text);
   void encode_piece(std::string_view piece, std::vector<int32_t>& out);
   void merge(std::string_view piece);
+  // The piece's first symbols into work_: its bytes, or with a SentencePiece-style vocabulary its
+  // characters (or their byte tokens); unknown ones counted.
+  void start_symbols(std::string_view piece);
+  void unknown_symbol(size_t bytes);
 
   const Tokenizer& tok_;
   std::vector<Regex::Matcher> matchers_;
   std::vector<std::string_view> pieces_, next_;
   std::string normalized_;  // the NFC form of the text being split, which the pieces point into
+  std::string spaced_;      // the SentencePiece form of it ([Note: SentencePiece-style BPE])
   // Cached pieces: the piece's bytes -> its ids at [offset, offset + count) of cached_ids_.
   std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, Tokenizer::Hash, std::equal_to<>> cache_;
   std::vector<int32_t> cached_ids_;

@@ -143,50 +143,86 @@ std::pair<std::string, std::string> split_merge(const std::string& source, const
 
 // ---- tokenizer.json -------------------------------------------------------------------------------
 
-// Hugging Face's pre-tokenizer as split patterns; returns whether a ByteLevel step was seen (the
-// vocabulary is then written in the byte-level alphabet).
-bool read_pre_tokenizer(const std::string& source, const json& p, std::vector<std::string>& patterns) {
-  if (p.is_null()) return false;
+// What the normalizer does: Qwen2's NFC, SentencePiece's Replace(" ", "▁") and Prepend("▁")
+// (Llama 2, Mistral, Gemma), alone or in a Sequence.
+struct Normalizer {
+  bool nfc = false, replace_spaces = false, prepend = false;
+};
+
+// Hugging Face's pre-tokenizer: split patterns, and whether a ByteLevel step was seen (the
+// vocabulary is then written in the byte-level alphabet) or a Metaspace one.
+struct PreTokenizer {
+  std::vector<std::string> patterns;
+  bool byte_level = false;
+  std::optional<SentencePieceRules> metaspace;
+};
+
+constexpr const char* kMetaspace = "\xE2\x96\x81";  // '▁'
+
+void read_pre_tokenizer(const std::string& source, const json& p, const Normalizer& norm, PreTokenizer& out) {
+  if (p.is_null()) return;
   const std::string type = p.value("type", "");
   if (type == "Sequence") {
-    bool byte_level = false;
-    for (const json& step : p.at("pretokenizers")) byte_level |= read_pre_tokenizer(source, step, patterns);
-    return byte_level;
+    for (const json& step : p.at("pretokenizers")) read_pre_tokenizer(source, step, norm, out);
+    return;
   }
   if (type == "ByteLevel") {
     if (p.value("add_prefix_space", false))
       fail(source, "the ByteLevel pre-tokenizer's add_prefix_space is not supported (no GPT-2, Llama 3, Qwen2 or SmolLM2 tokenizer sets it)");
-    if (p.value("use_regex", true)) patterns.emplace_back(kGpt2Pattern);
-    return true;
+    if (p.value("use_regex", true)) out.patterns.emplace_back(kGpt2Pattern);
+    out.byte_level = true;
+    return;
+  }
+  if (type == "Metaspace") {  // [Note: SentencePiece-style BPE] in runtime/text/sentencepiece.hpp
+    if (p.value("replacement", kMetaspace) != std::string(kMetaspace))
+      fail(source, "the Metaspace pre-tokenizer's replacement '" + p.value("replacement", "") + "' is not supported (only '▁')");
+    using P = SentencePieceRules::Prefix;
+    SentencePieceRules rules;
+    const std::string scheme = p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
+    if (scheme == "always") rules.prefix = P::unless_space;
+    else if (scheme == "first") rules.prefix = P::first;
+    else if (scheme == "never") rules.prefix = P::none;
+    else fail(source, "the Metaspace pre-tokenizer's prepend_scheme '" + scheme + "' is not supported (always, first, never)");
+    rules.split = p.value("split", true);
+    out.metaspace = rules;
+    return;
   }
   if (type == "Digits") {
-    patterns.emplace_back(p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
-    return false;
+    out.patterns.emplace_back(p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
+    return;
   }
+  // Gemma's Split(" ", merged_with_previous) after its Replace(" ", "▁") normalizer finds no space.
+  if (type == "Split" && norm.replace_spaces && p.at("pattern").value("String", "") == " ") return;
   if (type == "Split") {
     const std::string behavior = p.value("behavior", "");
     if (behavior != "Isolated")
       fail(source, "the Split pre-tokenizer's behavior '" + behavior + "' is not supported (only \"Isolated\")");
     if (p.value("invert", false)) fail(source, "the Split pre-tokenizer's invert is not supported");
     const json& pat = p.at("pattern");
-    if (pat.contains("Regex")) patterns.push_back(pat.at("Regex").get<std::string>());
-    else patterns.push_back("\\Q" + pat.at("String").get<std::string>() + "\\E");  // a literal
-    return false;
+    if (pat.contains("Regex")) out.patterns.push_back(pat.at("Regex").get<std::string>());
+    else out.patterns.push_back("\\Q" + pat.at("String").get<std::string>() + "\\E");  // a literal
+    return;
   }
-  fail(source, "the pre-tokenizer '" + type + "' is not supported (ByteLevel, Split, Digits and Sequence are)");
+  fail(source, "the pre-tokenizer '" + type + "' is not supported (ByteLevel, Metaspace, Split, Digits and Sequence are)");
 }
 
-// Whether the normalizer is NFC (Qwen2's), alone or in a Sequence; none is fine, others are refused.
-bool read_normalizer(const std::string& source, const json& n) {
-  if (n.is_null()) return false;
+void read_normalizer(const std::string& source, const json& n, Normalizer& out) {
+  if (n.is_null()) return;
   const std::string type = n.value("type", "?");
-  if (type == "NFC") return true;
-  if (type == "Sequence") {
-    bool nfc = false;
-    for (const json& step : n.at("normalizers")) nfc |= read_normalizer(source, step);
-    return nfc;
+  if (type == "NFC") {
+    out.nfc = true;
+  } else if (type == "Sequence") {
+    for (const json& step : n.at("normalizers")) read_normalizer(source, step, out);
+  } else if (type == "Replace") {
+    if (n.at("pattern").value("String", "") != " " || n.value("content", "") != kMetaspace)
+      fail(source, "the Replace normalizer is supported only as SentencePiece's, of \" \" by \"▁\"");
+    out.replace_spaces = true;
+  } else if (type == "Prepend") {
+    if (n.value("prepend", "") != kMetaspace) fail(source, "the Prepend normalizer is supported only as SentencePiece's, of \"▁\"");
+    out.prepend = true;
+  } else {
+    fail(source, "the normalizer '" + type + "' is not supported (NFC, and SentencePiece's Replace and Prepend of '▁' are)");
   }
-  fail(source, "the normalizer '" + type + "' is not supported (NFC is)");
 }
 
 TokenizerSpec tokenizer_json(const std::string& path) {
@@ -204,10 +240,27 @@ TokenizerSpec tokenizer_json(const std::string& path) {
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (const json v = model.value(key, json()); !v.is_null() && !v.get<std::string>().empty())
         fail(path, std::string("BPE's ") + key + " is not supported");
-    spec.nfc = read_normalizer(path, j.value("normalizer", json()));
-    if (!read_pre_tokenizer(path, j.value("pre_tokenizer", json()), spec.split_patterns))
-      fail(path, "has no ByteLevel pre-tokenizer: only byte-level BPE is supported (GPT-2, Llama 3, Qwen2, SmolLM2), "
-                 "not SentencePiece's (Llama 2, Mistral)");
+    Normalizer norm;
+    read_normalizer(path, j.value("normalizer", json()), norm);
+    spec.nfc = norm.nfc;
+    PreTokenizer pre;
+    read_pre_tokenizer(path, j.value("pre_tokenizer", json()), norm, pre);
+    spec.split_patterns = std::move(pre.patterns);
+    const bool sentencepiece = norm.replace_spaces || pre.metaspace;
+    if (pre.byte_level && sentencepiece)
+      fail(path, "mixes a ByteLevel pre-tokenizer with SentencePiece's '▁' (Metaspace or Replace): not supported");
+    if (!pre.byte_level && !sentencepiece)
+      fail(path, "is neither byte-level BPE (a ByteLevel pre-tokenizer: GPT-2, Llama 3, Qwen2, SmolLM2) nor SentencePiece-style "
+                 "BPE (a Metaspace pre-tokenizer or a Replace(\" \", \"▁\") normalizer: Llama 2, Mistral, Gemma)");
+    if (norm.prepend && !norm.replace_spaces && !pre.metaspace)
+      fail(path, "has a Prepend(\"▁\") normalizer but writes spaces as they are (no Replace or Metaspace): not supported");
+    if (sentencepiece) {  // [Note: SentencePiece-style BPE] in runtime/text/sentencepiece.hpp
+      spec.sentencepiece = pre.metaspace.value_or(SentencePieceRules{});
+      if (!pre.metaspace) spec.sentencepiece->split = false;
+      if (norm.prepend) spec.sentencepiece->prefix = SentencePieceRules::Prefix::always;
+    }
+    const bool byte_fallback = model.value("byte_fallback", false);
+    if (byte_fallback && !sentencepiece) fail(path, "BPE's byte_fallback is supported only for a SentencePiece-style vocabulary");
     spec.ignore_merges = model.value("ignore_merges", false);
 
     std::vector<std::string> strings;
@@ -241,7 +294,8 @@ TokenizerSpec tokenizer_json(const std::string& path) {
       pairs.push_back(merges[r].is_string() ? split_merge(path, merges[r], r)
                                             : std::pair{merges[r].at(0).get<std::string>(), merges[r].at(1).get<std::string>()});
     spec.merges = merges_of(path, pairs, ids);
-    spec.tokens = byte_tokens(path, strings, literal);
+    if (sentencepiece) read_sentencepiece_pieces(spec, strings, literal, byte_fallback);
+    else spec.tokens = byte_tokens(path, strings, literal);
     spec.end_of_text = end_of_text_by_name(spec);
     if (const json u = model.value("unk_token", json()); !u.is_null()) {
       const auto it = ids.find(u.get<std::string>());
@@ -270,18 +324,69 @@ std::optional<std::vector<std::string>> gguf_pre_patterns(const std::string& pre
   return it->second;
 }
 
+// llama.cpp's token types (tokenizer.ggml.token_type).
+enum GgufTokenType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+
+// "llama": SentencePiece's vocabulary as llama.cpp writes it for Llama 2, Mistral and Gemma:
+// pieces with '▁' and <0xNN>, their scores, which order the merges as llama.cpp's SPM tokenizer
+// does (merges_from_scores), and add_space_prefix (Gemma's false).
+void gguf_sentencepiece(const GgufFile& gguf, const std::string& path, const std::vector<std::string>& strings,
+                        const std::optional<std::vector<int64_t>>& types, const std::vector<bool>& literal, TokenizerSpec& spec) {
+  const auto scores = gguf.meta_floats("tokenizer.ggml.scores");
+  if (!scores) fail(path, "tokenizer.ggml.scores is missing (a \"llama\" vocabulary merges by its scores)");
+  if (scores->size() != strings.size())
+    fail(path, "tokenizer.ggml.scores has " + std::to_string(scores->size()) + " entries for " + std::to_string(strings.size()) +
+                   " tokens");
+  spec.sentencepiece = SentencePieceRules{};
+  if (gguf.meta_bool("tokenizer.ggml.add_space_prefix").value_or(true)) spec.sentencepiece->prefix = SentencePieceRules::Prefix::always;
+  bool byte_fallback = false;
+  std::vector<bool> ordinary(strings.size(), true);
+  for (size_t id = 0; id < strings.size(); ++id) {
+    const int64_t type = types ? (*types)[id] : int64_t{kNormal};
+    byte_fallback |= type == kByte;
+    ordinary[id] = type == kNormal && !literal[id];
+  }
+  read_sentencepiece_pieces(spec, strings, literal, byte_fallback);
+  merges_from_scores(spec, *scores, ordinary);
+  // llama.cpp needs the byte tokens for a character the vocabulary lacks; without them it is the
+  // unknown token, consecutive ones fused, as Hugging Face's conversions (fuse_unk) have it.
+  if (const auto unk = gguf.meta_int("tokenizer.ggml.unknown_token_id"); unk && *unk >= 0 && *unk < int64_t(strings.size()))
+    spec.unknown = static_cast<int32_t>(*unk);
+  for (size_t id = 0; spec.unknown < 0 && types && id < types->size(); ++id)
+    if ((*types)[id] == kUnknown) spec.unknown = static_cast<int32_t>(id);
+  spec.fuse_unknown = true;
+}
+
+// "gpt2": byte-level BPE, its merges listed. tokenizer.ggml.unknown_token_id is not used for bytes
+// the vocabulary lacks: the families' tokenizer.json files (SmolLM2's) set no unk_token for their
+// BPE, which drops such bytes.
+void gguf_byte_level(const GgufFile& gguf, const std::string& path, const std::vector<std::string>& strings,
+                     const std::vector<bool>& literal, TokenizerSpec& spec) {
+  std::unordered_map<std::string, int32_t> ids;
+  for (size_t id = 0; id < strings.size(); ++id) ids.try_emplace(strings[id], static_cast<int32_t>(id));
+  const auto merge_strings = gguf.meta_strings("tokenizer.ggml.merges");
+  if (!merge_strings) fail(path, "tokenizer.ggml.merges is missing");
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (size_t r = 0; r < merge_strings->size(); ++r) pairs.push_back(split_merge(path, (*merge_strings)[r], r));
+  spec.merges = merges_of(path, pairs, ids);
+  spec.tokens = byte_tokens(path, strings, literal);
+}
+
 TokenizerSpec gguf_tokenizer_of(const GgufFile& gguf, const std::string& path) {
   TokenizerSpec spec;
   spec.source = path;
   const auto model = gguf.meta_string("tokenizer.ggml.model");
   if (!model) fail(path, "holds no tokenizer (no tokenizer.ggml.model)");
-  if (*model != "gpt2")
-    fail(path, "tokenizer.ggml.model '" + *model + "' is not supported (only byte-level BPE, \"gpt2\")");
-  const std::string pre = gguf.meta_string("tokenizer.ggml.pre").value_or("default");
-  auto patterns = gguf_pre_patterns(pre);
-  if (!patterns) fail(path, "tokenizer.ggml.pre '" + pre + "' is not a pre-tokenizer ztrain knows (gpt-2, smollm, starcoder, llama-bpe, qwen2)");
-  spec.split_patterns = std::move(*patterns);
-  spec.ignore_merges = pre == "llama-bpe" || pre == "llama3";  // as Llama 3's tokenizer.json sets it
+  if (*model != "gpt2" && *model != "llama")
+    fail(path, "tokenizer.ggml.model '" + *model + "' is not supported (byte-level BPE, \"gpt2\", and SentencePiece's BPE, \"llama\")");
+  if (*model == "gpt2") {
+    const std::string pre = gguf.meta_string("tokenizer.ggml.pre").value_or("default");
+    auto patterns = gguf_pre_patterns(pre);
+    if (!patterns)
+      fail(path, "tokenizer.ggml.pre '" + pre + "' is not a pre-tokenizer ztrain knows (gpt-2, smollm, starcoder, llama-bpe, qwen2)");
+    spec.split_patterns = std::move(*patterns);
+    spec.ignore_merges = pre == "llama-bpe" || pre == "llama3";  // as Llama 3's tokenizer.json sets it
+  }
 
   const auto strings = gguf.meta_strings("tokenizer.ggml.tokens");
   if (!strings || strings->empty()) fail(path, "tokenizer.ggml.tokens is missing or empty");
@@ -289,24 +394,17 @@ TokenizerSpec gguf_tokenizer_of(const GgufFile& gguf, const std::string& path) {
   if (types && types->size() != strings->size())
     fail(path, "tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " +
                    std::to_string(strings->size()) + " tokens");
-  // Control (3) and user-defined (4) tokens are matched in the text as written, as llama.cpp does.
+  // Control and user-defined tokens (and SentencePiece's unknown one) are matched in the text as
+  // written, as llama.cpp does.
   std::vector<bool> literal(strings->size(), false);
   for (size_t id = 0; types && id < types->size(); ++id)
-    if ((*types)[id] == 3 || (*types)[id] == 4) {
+    if ((*types)[id] == kControl || (*types)[id] == kUserDefined || (*model == "llama" && (*types)[id] == kUnknown)) {
       literal[id] = true;
       spec.specials.push_back(static_cast<int32_t>(id));
     }
-  std::unordered_map<std::string, int32_t> ids;
-  for (size_t id = 0; id < strings->size(); ++id) ids.try_emplace((*strings)[id], static_cast<int32_t>(id));
-  const auto merge_strings = gguf.meta_strings("tokenizer.ggml.merges");
-  if (!merge_strings) fail(path, "tokenizer.ggml.merges is missing");
-  std::vector<std::pair<std::string, std::string>> pairs;
-  for (size_t r = 0; r < merge_strings->size(); ++r) pairs.push_back(split_merge(path, (*merge_strings)[r], r));
-  spec.merges = merges_of(path, pairs, ids);
-  spec.tokens = byte_tokens(path, *strings, literal);
+  if (*model == "llama") gguf_sentencepiece(gguf, path, *strings, types, literal, spec);
+  else gguf_byte_level(gguf, path, *strings, literal, spec);
   spec.end_of_text = end_of_text_by_name(spec);
-  // tokenizer.ggml.unknown_token_id is not used for bytes the vocabulary lacks: the families'
-  // tokenizer.json files (SmolLM2's) set no unk_token for their BPE, which drops such bytes.
   if (spec.end_of_text < 0)
     if (const auto eos = gguf.meta_int("tokenizer.ggml.eos_token_id"); eos && *eos >= 0 && *eos < int64_t(strings->size()))
       spec.end_of_text = static_cast<int32_t>(*eos);

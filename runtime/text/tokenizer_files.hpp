@@ -1,12 +1,15 @@
 // Tokenizers from the files the models' own tools write, one reader per format, each the only
 // code that knows its format's fields and quirks:
 //   - Hugging Face `tokenizer.json` (model "BPE" with a ByteLevel pre-tokenizer, optionally after
-//     Split and Digits steps; added tokens);
+//     Split and Digits steps; or SentencePiece-style, with a Metaspace pre-tokenizer or
+//     Replace/Prepend normalizers of '▁', byte_fallback and fuse_unk; added tokens);
 //   - a GGUF file's `tokenizer.ggml.*` metadata (model "gpt2"; the split patterns chosen by
-//     `tokenizer.ggml.pre` as llama.cpp names them);
+//     `tokenizer.ggml.pre` as llama.cpp names them; or model "llama", SentencePiece's pieces
+//     merged by their scores as llama.cpp does);
 //   - a tiktoken rank file (base64 token, rank per line; GPT-2's `gpt2.tiktoken`).
-// Token strings in tokenizer.json and GGUF are written in GPT-2's byte-to-character alphabet;
-// the readers turn them back into bytes, so the Tokenizer only ever sees bytes.
+// Token strings in tokenizer.json and GGUF are written in GPT-2's byte-to-character alphabet, or
+// SentencePiece's '▁' and <0xNN>; the readers turn them back into bytes, so the Tokenizer only
+// ever sees bytes.
 #pragma once
 
 #include <string>

@@ -17,6 +17,27 @@
                         special tokens with reserved ones up to a vocabulary beyond 65536;
           qwen2         a Qwen2-style one: GPT-2's vocabulary, Qwen2's NFC normalizer and split
                         pattern (digits one at a time), and its special tokens.
+    tokenizer_ref.py spm OUT
+        SentencePiece-style BPE vocabularies (Llama 2, Mistral, Gemma): one vocabulary of 1000
+        tokens trained here by `tokenizers` on a few license files (Metaspace pieces), written as
+          spm_bf/tokenizer.json     Llama 2's form: Prepend("▁") + Replace(" ", "▁") normalizers,
+                                    byte_fallback with the 256 <0xNN> tokens, fuse_unk;
+          spm_first/tokenizer.json  transformers' newer form: a Metaspace pre-tokenizer
+                                    (prepend_scheme "first", no split), bytes;
+          spm_unk/tokenizer.json    Llama 2's form without byte tokens: characters the vocabulary
+                                    lacks are <unk>, fused;
+          spm_split/tokenizer.json  SentencePieceBPETokenizer's: Metaspace("always", split), bytes;
+          gemma/tokenizer.json      Gemma's: Replace(" ", "▁") alone (no prefix space), bytes, and
+                                    Gemma's special tokens;
+          spm_bf.gguf, spm_unk.gguf, gemma.gguf  the same vocabularies as llama.cpp writes them
+                                    (tokenizer.ggml.model "llama", scores, token types).
+        Every form lists as merges every cut of a token into two tokens, ranked by the token's id,
+        as transformers' converter does from a SentencePiece model; the GGUF scores are -id, so
+        llama.cpp's merge-by-score order (which ztrain follows for "llama") is the same ranking.
+    tokenizer_ref.py chat OUT
+        writes OUT/chat.json: conversations rendered and tokenized by transformers'
+        apply_chat_template with Gemma 3's and Llama 3's Jinja templates, through OUT/gemma (from
+        `spm`) and a byte-level tokenizer with Llama 3's special tokens trained here (OUT/llama3_chat).
     tokenizer_ref.py check TOKENIZER_JSON SHARD_DIR FILE...
         encodes each FILE (each a document after the end-of-text token; each line's "text" of a
         .jsonl file) with `tokenizers` and
@@ -146,6 +167,136 @@ def make(out, tiktoken_path, gguf_path):
         print(f"{name}: vocabulary {tok.get_vocab_size()}")
 
 
+SPACE = "\u2581"
+TRAIN_FILES = ["/usr/share/common-licenses/GPL-3", "/usr/share/common-licenses/Apache-2.0", "/usr/share/common-licenses/Artistic"]
+
+
+def spm_vocab(specials, byte_fallback):
+    """The trained pieces behind `specials` (and the 256 byte tokens), and every cut of a piece into
+    two pieces as a merge, ranked by the piece's id."""
+    from tokenizers import models, trainers
+    t = Tokenizer(models.BPE(unk_token="<unk>"))
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always", split=True)
+    t.train(TRAIN_FILES, trainers.BpeTrainer(vocab_size=1000, special_tokens=["<unk>"], show_progress=False))
+    trained = [p for p, _ in sorted(t.get_vocab().items(), key=lambda kv: kv[1]) if p != "<unk>"]
+    pieces = list(specials) + ([f"<0x{b:02X}>" for b in range(256)] if byte_fallback else []) + trained
+    vocab = {p: i for i, p in enumerate(pieces)}
+    ordinary = set(trained)
+    merges = sorted(((p[:k], p[k:]) for p in trained for k in range(1, len(p)) if p[:k] in ordinary and p[k:] in ordinary),
+                    key=lambda m: (vocab[m[0] + m[1]], vocab[m[0]], vocab[m[1]]))
+    return pieces, vocab, merges
+
+
+def spm_tokenizer(vocab, merges, specials, byte_fallback, normalizer=None, pre=None, prefix=True):
+    tok = Tokenizer(BPE(vocab, merges, unk_token="<unk>", byte_fallback=byte_fallback, fuse_unk=True))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
+    tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
+                                    + ([decoders.Strip(" ", 1, 0)] if prefix else []))
+    tok.add_special_tokens([AddedToken(s, normalized=False, special=True) for s in specials])
+    return tok
+
+
+def spm_gguf(path, pieces, specials, add_space_prefix):
+    import gguf
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tokenizer_model("llama")
+    w.add_token_list(pieces)
+    # llama.cpp merges the pair making the token of the highest score: -id ranks the tokens as the
+    # tokenizer.json's merges do (by the merged token's id).
+    w.add_token_scores([-float(i) for i in range(len(pieces))])
+    w.add_token_types([2 if p == "<unk>" else 3 if p in specials else 6 if re.fullmatch(r"<0x[0-9A-F]{2}>", p) else 1
+                       for p in pieces])
+    w.add_add_space_prefix(add_space_prefix)
+    w.add_unk_token_id(pieces.index("<unk>"))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
+LLAMA2_SPECIALS = ["<unk>", "<s>", "</s>"]
+
+
+def make_spm(out):
+    out = pathlib.Path(out)
+    replace = normalizers.Replace(" ", SPACE)
+    out.mkdir(parents=True, exist_ok=True)
+    pieces, vocab, merges = spm_vocab(LLAMA2_SPECIALS, True)
+    made = {
+        "spm_bf": spm_tokenizer(vocab, merges, LLAMA2_SPECIALS, True, normalizers.Sequence([normalizers.Prepend(SPACE), replace])),
+        "spm_split": spm_tokenizer(vocab, merges, LLAMA2_SPECIALS, True,
+                                   pre=pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always", split=True)),
+        "spm_first": spm_tokenizer(vocab, merges, LLAMA2_SPECIALS, True,
+                                   pre=pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first", split=False)),
+    }
+    spm_gguf(out / "spm_bf.gguf", pieces, LLAMA2_SPECIALS, True)
+    pieces, vocab, merges = spm_vocab(LLAMA2_SPECIALS, False)
+    made["spm_unk"] = spm_tokenizer(vocab, merges, LLAMA2_SPECIALS, False, normalizers.Sequence([normalizers.Prepend(SPACE), replace]))
+    spm_gguf(out / "spm_unk.gguf", pieces, LLAMA2_SPECIALS, True)
+    pieces, vocab, merges = spm_vocab(GEMMA_SPECIALS, True)
+    made["gemma"] = spm_tokenizer(vocab, merges, GEMMA_SPECIALS, True, replace, prefix=False)
+    spm_gguf(out / "gemma.gguf", pieces, GEMMA_SPECIALS, False)
+    for name, tok in made.items():
+        (out / name).mkdir(parents=True, exist_ok=True)
+        tok.save(str(out / name / "tokenizer.json"))
+        print(f"{name}: vocabulary {tok.get_vocab_size()}")
+
+
+# The templates as the models' tokenizer_config.json hold them (string contents only).
+GEMMA3_TEMPLATE = (
+    "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
+    "{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = \"\" -%}{%- set loop_messages = messages -%}"
+    "{%- endif -%}{%- for message in loop_messages -%}{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
+    "{{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}{%- endif -%}"
+    "{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}{%- else -%}{%- set role = message['role'] -%}"
+    "{%- endif -%}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}"
+    "{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%}")
+LLAMA3_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+    "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+CONVERSATIONS = [
+    [{"role": "system", "content": "You are a terse assistant."}, {"role": "user", "content": "What is the GNU license?"},
+     {"role": "assistant", "content": "A free software license.\nIt protects your freedom."}],
+    [{"role": "user", "content": "  Schreib: grüße, 東京, مرحبا 👍🏽  "}, {"role": "assistant", "content": "\nDone:\tgrüße 東京\n\n"},
+     {"role": "user", "content": "And the warranty?"}, {"role": "assistant", "content": "There is no warranty, to the extent permitted."}],
+    [{"role": "user", "content": "Copyright (C) 2007 Free Software Foundation"}],
+]
+
+
+def make_chat(out):
+    from tokenizers import models, trainers
+    from transformers import PreTrainedTokenizerFast
+    out = pathlib.Path(out)
+    bl = Tokenizer(models.BPE())
+    bl.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    bl.decoder = decoders.ByteLevel()
+    bl.train(TRAIN_FILES, trainers.BpeTrainer(vocab_size=1000, special_tokens=LLAMA3_SPECIALS, show_progress=False,
+                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    (out / "llama3_chat").mkdir(parents=True, exist_ok=True)
+    bl.save(str(out / "llama3_chat" / "tokenizer.json"))
+    cases = []
+    for name, folder, template, bos, eos in [("gemma", "gemma", GEMMA3_TEMPLATE, "<bos>", "<eos>"),
+                                             ("llama3", "llama3_chat", LLAMA3_TEMPLATE, "<|begin_of_text|>", "<|eot_id|>")]:
+        hf = PreTrainedTokenizerFast(tokenizer_file=str(out / folder / "tokenizer.json"), bos_token=bos, eos_token=eos)
+        hf.chat_template = template
+        for conv in CONVERSATIONS:
+            gen = conv[-1]["role"] == "user"
+            ids = hf.apply_chat_template(conv, tokenize=True, add_generation_prompt=gen)
+            cases.append({"template": name, "tokenizer": str(out / folder / "tokenizer.json"), "messages": conv,
+                          "generation_prompt": gen, "ids": ids,
+                          "answers": [m["content"].strip() for m in conv if m["role"] == "assistant"]})
+    (out / "chat.json").write_text(json.dumps(cases, ensure_ascii=False, indent=1))
+    print(f"chat: {len(cases)} conversations")
+
+
 def read_shards(folder):
     ids = []
     files = sorted(pathlib.Path(folder).glob("val_*.bin")) + sorted(pathlib.Path(folder).glob("train_*.bin"))
@@ -226,6 +377,10 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "make":
         make(*sys.argv[2:5])
+    elif cmd == "spm":
+        make_spm(sys.argv[2])
+    elif cmd == "chat":
+        make_chat(sys.argv[2])
     elif cmd == "check":
         check(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif cmd == "bench":

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/process_group.hpp"
+#include "runtime/config_keys.hpp"
 #include "offload/checksum.hpp"
 
 namespace zt {
@@ -62,115 +63,11 @@ std::vector<uint64_t> all_gather_words(Communicator& comm, const std::vector<uin
   return all;
 }
 
+// Every setting's row not marked per_rank ([Note: one declaration per key] in runtime/config_keys.hpp).
 std::vector<std::pair<std::string, std::string>> shared_settings(const Config& c) {
   std::vector<std::pair<std::string, std::string>> s;
-  auto add = [&](std::string key, const json& v) { s.emplace_back(std::move(key), v.dump()); };
-
-  const ModelConfig& m = c.model;
-  add("model.arch", m.arch);
-  for_each_dim([&](const char* key, const auto& v) { add("model." + std::string(key), v); }, m.dims);
-  add("model.init_from", m.init_from ? json(*m.init_from) : json(nullptr));
-  add("model.wte_units", m.wte_units);
-
-  const DataConfig& d = c.data;
-  add("data.format", d.format);
-  add("data.train", d.train);
-  add("data.val", d.val);
-  add("data.seq_len", d.seq_len);
-  add("data.shuffle", d.shuffle);
-  add("data.val_fraction", d.val_fraction);
-  // Chat data is rendered and tokenized on each rank: ranks given other tokenizers, templates,
-  // packing or system messages would train on other rows than the ones they count together.
-  add("data.tokenizer", d.tokenizer);
-  add("data.chat_template", d.chat_template);
-  add("data.packing", d.packing);
-  add("data.system", d.system);
-
-  const TrainConfig& t = c.train;
-  add("train.steps", t.steps);
-  add("train.seed", t.seed);
-  add("train.val_interval", t.val_interval);
-  add("train.val_batches", t.val_batches);
-  add("train.save_model", t.save_model);
-  add("train.trace", t.trace);
-  add("train.resume", t.resume);
-  add("train.device", t.device);
-  add("train.skip_nonfinite_steps", t.skip_nonfinite_steps);
-  add("train.attention", t.attention);
-
-  add("train_micro_batch_size_per_gpu", c.micro_batch);
-  add("gradient_accumulation_steps", c.grad_accum);
-  add("gradient_clipping", c.gradient_clipping);
-
-  const OptimizerConfig& o = c.optimizer;
-  add("optimizer.type", o.type);
-  add("optimizer.params.lr", o.lr);
-  add("optimizer.params.betas", json::array({o.beta1, o.beta2}));
-  add("optimizer.params.eps", o.eps);
-  add("optimizer.params.weight_decay", o.weight_decay);
-
-  const SchedulerConfig& sc = c.scheduler;
-  add("scheduler.type", sc.type);
-  add("scheduler.params.warmup_min_lr", sc.warmup_min_lr);
-  add("scheduler.params.warmup_max_lr", sc.warmup_max_lr);
-  add("scheduler.params.warmup_num_steps", sc.warmup_num_steps);
-  add("scheduler.params.warmup_type", sc.warmup_type);
-  add("scheduler.params.total_num_steps", sc.total_num_steps);
-  add("scheduler.params.warmup_min_ratio", sc.warmup_min_ratio);
-  add("scheduler.params.cos_min_ratio", sc.cos_min_ratio);
-
-  const ZeroConfig& z = c.zero;
-  const std::string zo = "zero_optimization.";
-  add(zo + "stage", z.stage);
-  add(zo + "overlap_comm", z.overlap_comm);
-  add(zo + "reduce_scatter", z.reduce_scatter);
-  add(zo + "reduce_bucket_size", z.reduce_bucket_size);
-  add(zo + "allgather_bucket_size", z.allgather_bucket_size);
-  add(zo + "stage3_prefetch_bucket_size", z.prefetch_bucket_size);
-  add(zo + "stage3_max_live_parameters", z.max_live_parameters);
-  add(zo + "stage3_max_reuse_distance", z.max_reuse_distance);
-  add(zo + "stage3_param_persistence_threshold", z.param_persistence_threshold);
-  add(zo + "sub_group_size", z.sub_group_size);
-  add(zo + "stage3_gather_16bit_weights_on_model_save", z.gather_16bit_on_save);
-  add(zo + "frozen_params", z.frozen_params);
-  add(zo + "hybrid", z.hybrid);
-  add(zo + "shard_group_size", z.shard_group_size);
-  add(zo + "zero_hpz_partition_size", z.hpz_partition_size);
-  const ActivationCheckpointing& ac = c.activation_checkpointing;
-  add("activation_checkpointing", ac.describe());
-  const LoraConfig& l = c.lora;
-  add("lora.r", l.r);
-  add("lora.alpha", l.alpha);
-  add("lora.dropout", l.dropout);
-  add("lora.target_modules", l.target_modules);
-  add("lora.init", l.init);
-  add("lora.use_rslora", l.use_rslora);
-  add("lora.init_from", l.init_from);
-  // Where the states live and in what order they move; the paths and pinning are the host's.
-  add(zo + "offload_optimizer.device", z.offload_optimizer.device);
-  add(zo + "offload_optimizer.buffer_count", z.offload_optimizer.buffer_count);
-  add(zo + "offload_optimizer.pipeline_read", z.offload_optimizer.pipeline_read);
-  add(zo + "offload_optimizer.pipeline_write", z.offload_optimizer.pipeline_write);
-  add(zo + "offload_optimizer.overlap_step", z.offload_optimizer.overlap_step);
-  add(zo + "offload_param.device", z.offload_param.device);
-  add(zo + "offload_param.buffer_count", z.offload_param.buffer_count);
-  add(zo + "offload_param.buffer_size", z.offload_param.buffer_size);
-  add(zo + "offload_param.max_in_cpu", z.offload_param.max_in_cpu);
-
-  const PrecisionConfig& p = c.precision;
-  add("bf16.enabled", p.dtype == "bf16");
-  add("fp16.enabled", p.dtype == "f16");
-  add("fp16.loss_scale", p.loss_scale);
-  add("fp16.initial_scale_power", p.initial_scale_power);
-  add("fp16.loss_scale_window", p.loss_scale_window);
-  add("fp16.hysteresis", p.hysteresis);
-  add("fp16.consecutive_hysteresis", p.consecutive_hysteresis);
-  add("fp16.min_loss_scale", p.min_loss_scale);
-
-  add("checkpoint.dir", c.checkpoint.dir);
-  add("checkpoint.save_interval", c.checkpoint.save_interval);
-  add("checkpoint.keep_last", c.checkpoint.keep_last);
-  add("checkpoint.overwrite", c.checkpoint.overwrite);
+  for (const KeySpec& k : config_table())
+    if (k.role == KeyRole::value && !k.per_rank) s.emplace_back(k.key, key_value(k, c).dump());
   return s;
 }
 

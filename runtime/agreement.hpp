@@ -7,7 +7,9 @@
 // saved model and trace, resume and the device. A rank with another stage or layer count issues
 // collectives of other shapes (a crash or a hang inside MPI); another lr or seed at stage 0 trains
 // silently different replicas. What is a rank's own business may differ: threads, the collective
-// timeout and progress mode, the metrics file, offload's paths and the aio engine's tuning.
+// timeout and progress mode, the metrics file, offload's paths and the aio engine's tuning. The
+// settings are the rows of the keys' table not marked per_rank ([Note: one declaration per key]
+// in runtime/config_keys.hpp), so a new key is agreed on unless its row says otherwise.
 // The check is collective and runs first in the Trainer's constructor, before anything whose
 // shape depends on the config (the NCCL bootstrap too), so an embedding program gets it as the
 // CLI does. It costs one all-gather of a digest; only where digests differ do a digest per
@@ -27,7 +29,7 @@ namespace zt {
 // Collective: every rank's words, rank by rank (each rank gives equally many).
 std::vector<uint64_t> all_gather_words(Communicator& comm, const std::vector<uint64_t>& mine);
 
-// The settings every rank must share, as (dotted config key, value as JSON), in a fixed order.
+// The settings every rank must share, as (dotted config key, value as JSON), in the table's order.
 std::vector<std::pair<std::string, std::string>> shared_settings(const Config& cfg);
 
 // Collective over comm: returns once every rank has the same shared settings; otherwise throws

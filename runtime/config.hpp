@@ -20,7 +20,9 @@
 
 namespace zt {
 
-// Every configuration problem; what() starts with "config: <dotted.path>: ".
+// Every configuration problem; what() starts with "config: <dotted.path>: ". The keys, their
+// defaults' meaning, ranges and rank agreement: runtime/config_table.cpp ([Note: one declaration
+// per key] in runtime/config_keys.hpp); the structs below are what reading them gives.
 class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -146,7 +148,11 @@ struct ZeroConfig {
   int64_t max_reuse_distance = 0;
   int64_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold
   OffloadConfig offload_optimizer;             // stages 1-3
-  OffloadConfig offload_param;                 // stage 3
+  OffloadConfig offload_param = [] {           // stage 3, with DeepSpeed's 5 shard buffers
+    OffloadConfig o;
+    o.buffer_count = 5;
+    return o;
+  }();
   int64_t sub_group_size = 1'000'000'000;      // elements the offloaded optimizer updates at a time
   // stage3_gather_16bit_weights_on_model_save: each checkpoint also holds model.safetensors, the
   // whole model in the wire dtype, gathered a unit at a time.
@@ -223,14 +229,6 @@ enum class BatchSource { data, caller };
 
 // Validates and converts; throws ConfigError.
 Config parse_config(const nlohmann::json& j, BatchSource batches = BatchSource::data);
-
-// Every key a config takes, in the order the reader reads them ([Note: listing the keys] in
-// runtime/config.cpp): its dotted path, its type ("section" for an object of keys) and the
-// default a file without it gets (as JSON; "" where the reader has none to show).
-struct ConfigKey {
-  std::string path, type, fallback;
-};
-std::vector<ConfigKey> config_keys();
 
 // Reads the file (ConfigError naming the file if missing or not JSON), applies the overrides in
 // order, then parses.

@@ -3,8 +3,11 @@
 // exactly its entry, and a rank's own settings change none. tests/hostile/10_ranks.sh launches
 // ranks that disagree.
 #include "runtime/agreement.hpp"
+#include "tests/config_examples.hpp"
 
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 #include <set>
 #include <string>
@@ -16,7 +19,7 @@ namespace {
 
 using Settings = std::vector<std::pair<std::string, std::string>>;
 
-Settings settings_with(std::initializer_list<std::string> sets) {
+Settings settings_with(const std::vector<std::string>& sets) {
   json j = {{"data", {{"train", "shards/*_train_*.bin"}, {"val", "shards/*_val_*.bin"}}}, {"checkpoint", {{"dir", "ck"}}}};
   for (const auto& s : sets) zt::apply_override(j, s);
   return zt::shared_settings(zt::parse_config(j));
@@ -97,6 +100,46 @@ TEST_CASE("chat data's rendering, the attention kernels and the adapters' start 
         std::vector<std::string>{"train.attention"});
   const Settings lora = settings_with({"lora.r=4"});
   CHECK(changed(lora, settings_with({"lora.r=4", "lora.init_from=adapter"})) == std::vector<std::string>{"lora.init_from"});
+}
+
+// [Note: one declaration per key]: the ranks compare every setting of the table but those marked
+// per_rank; ranks that differ in any one are told which.
+TEST_CASE("every setting is compared unless it is a rank's own") {
+  int agreed = 0;
+  std::set<std::string> own;
+  for (const zt::KeySpec& k : zt::config_table()) {
+    if (k.role != zt::KeyRole::value) continue;
+    CAPTURE(k.key);
+    const zt::test::KeyExample e = zt::test::example_of(k);
+    std::vector<std::string> sets = e.context;
+    const Settings base = settings_with(sets);
+    sets.push_back(k.key + "=" + e.value.dump());
+    const std::vector<std::string> keys = changed(base, settings_with(sets));
+    if (k.per_rank) {
+      CHECK(keys.empty());
+      own.insert(k.key);
+    } else if (e.reads_as != e.value) {
+      CHECK(keys.empty());  // optimizer.type: Adam is AdamW here, so ranks giving either run alike
+    } else {
+      CHECK(std::find(keys.begin(), keys.end(), k.key) != keys.end());
+      ++agreed;
+    }
+  }
+  CHECK(agreed > 100);
+  // A rank's own: its threads, timeout and progress mode, its metrics file and progress lines, the
+  // batch size it checks, its offload paths and pinning, its aio tuning, rank 0's monitors.
+  const std::set<std::string> expected_own = {
+      "train.threads", "train.metrics", "train.comm_timeout_s", "train.comm_progress", "train_batch_size", "steps_per_print",
+      "zero_optimization.offload_optimizer.nvme_path", "zero_optimization.offload_optimizer.pin_memory",
+      "zero_optimization.offload_param.nvme_path", "zero_optimization.offload_param.pin_memory", "aio.block_size",
+      "aio.queue_depth", "aio.intra_op_parallelism", "aio.single_submit", "aio.overlap_events", "tensorboard.enabled",
+      "tensorboard.output_path", "tensorboard.job_name", "csv_monitor.enabled", "csv_monitor.output_path",
+      "csv_monitor.job_name"};
+  CHECK(own == expected_own);
+  for (const char* key : {"data.tokenizer", "data.chat_template", "data.packing", "data.system", "train.attention"}) {
+    CAPTURE(key);
+    CHECK_FALSE(zt::find_key(key)->per_rank);
+  }
 }
 
 TEST_CASE("a rank's own settings change nothing the ranks agree on") {

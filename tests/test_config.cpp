@@ -1,4 +1,6 @@
 #include "runtime/config.hpp"
+#include "runtime/config_keys.hpp"
+#include "tests/config_examples.hpp"
 #include "runtime/zero/groups.hpp"
 #include "tests/test_util.hpp"
 
@@ -8,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 using nlohmann::json;
@@ -20,7 +23,7 @@ namespace {
 json minimal() { return json{{"data", {{"train", "shards/*_train_*.bin"}}}}; }
 
 // minimal() with --set style edits, so each test shows only what it breaks.
-json with(std::initializer_list<std::string> sets) {
+json with(const std::vector<std::string>& sets) {
   json j = minimal();
   for (const auto& s : sets) zt::apply_override(j, s);
   return j;
@@ -157,6 +160,10 @@ TEST_CASE("unknown keys at every depth") {
   CHECK(error_of({"model.n_layers=4"}) == "config: model.n_layers: unknown key (did you mean 'n_layer'?)");
   CHECK(error_of({"stpes_per_print=4"}) == "config: stpes_per_print: unknown key (did you mean 'steps_per_print'?)");
   CHECK(error_of({"whatever=1"}) == "config: whatever: unknown key");
+  // A dotted name is no key, though its path reads like one.
+  json dotted = minimal();
+  dotted["zero_optimization.stage"] = 2;
+  CHECK(error_of(dotted) == "config: zero_optimization.stage: unknown key");
   CHECK(error_of({"data.sequence=1"}) == "config: data.sequence: unknown key");
   CHECK(error_of({"train.step=5"}) == "config: train.step: unknown key (did you mean 'steps'?)");
   CHECK(error_of({"optimizer.lr=1"}) == "config: optimizer.lr: unknown key");
@@ -293,7 +300,7 @@ TEST_CASE("zero_optimization: DeepSpeed's keys, FSDP's names, and what is not th
         "config: zero_optimization.reduce_bucket_size: expected a non-negative whole number of elements, got 2.5");
   CHECK(error_of({"zero_optimization.stage3_prefetch_bucket_size=-1"}) ==
         "config: zero_optimization.stage3_prefetch_bucket_size: expected a non-negative whole number of elements, got -1");
-  CHECK(error_of({"zero_optimization.reduce_bucket_size=0"}) == "config: zero_optimization.reduce_bucket_size: must be > 0");
+  CHECK(error_of({"zero_optimization.reduce_bucket_size=0"}) == "config: zero_optimization.reduce_bucket_size: must be > 0, got 0");
   CHECK(zt::parse_config(with({"zero_optimization.stage3_gather_16bit_weights_on_model_save=true"})).zero.gather_16bit_on_save);
   CHECK(zt::parse_config(with({"zero_optimization.stage3_gather_fp16_weights_on_model_save=true"})).zero.gather_16bit_on_save);
   CHECK(error_of({"zero_optimization.zero_quantized_weights=true"}) ==
@@ -371,7 +378,7 @@ TEST_CASE("offload and aio: DeepSpeed's keys and defaults") {
   CHECK(error_of({"zero_optimization.stage=3", "zero_optimization.offload_param.pipeline_read=true"}) ==
         "config: zero_optimization.offload_param.pipeline_read: unknown key, which offload_param does not take (it takes: "
         "device, nvme_path, pin_memory, buffer_count, buffer_size, max_in_cpu)");
-  CHECK(error_of({"zero_optimization.sub_group_size=0"}) == "config: zero_optimization.sub_group_size: must be > 0");
+  CHECK(error_of({"zero_optimization.sub_group_size=0"}) == "config: zero_optimization.sub_group_size: must be > 0, got 0");
   CHECK(error_of({"aio.block_size=1000"}) == "config: aio.block_size: must be a positive multiple of 4096 (O_DIRECT), got 1000");
   CHECK(error_of({"aio.queue_depth=0"}) == "config: aio.queue_depth: must be >= 1, got 0");
   CHECK(error_of({"aio.use_gds=true"}) == "config: aio.use_gds: GPUDirect Storage is not implemented");
@@ -603,11 +610,11 @@ TEST_CASE("impossible data and train values") {
   CHECK(error_of({"data.format=bytes", "data.val=v.txt", "data.val_fraction=0.2"}) ==
         "config: data.val_fraction: has no effect when data.val is set");
   CHECK(error_of({"train.steps=0"}) == "config: train.steps: must be >= 1, got 0");
-  CHECK(error_of({"train.threads=-1"}) == "config: train.threads: must be >= 0, got -1");
-  CHECK(error_of({"train.threads=100000"}) == "config: train.threads: must be <= 1024, got 100000");
+  CHECK(error_of({"train.threads=-1"}) == "config: train.threads: must be in [0, 1024], got -1");
+  CHECK(error_of({"train.threads=100000"}) == "config: train.threads: must be in [0, 1024], got 100000");
   CHECK(error_of({"train.threads=1024"}) == "(no error)");
   CHECK(error_of({"train.comm_timeout_s=1e300"}) ==
-        "config: train.comm_timeout_s: must be <= 1e7 seconds (0 waits forever), got 1e+300");
+        "config: train.comm_timeout_s: must be in [0, 1e7] seconds (0 waits forever), got 1e+300");
   CHECK(error_of({"train.comm_timeout_s=0"}) == "(no error)");
   // Validation asked for with llm.c shards and no data.val would silently never run; the default
   // interval with no val is fine (there is just nothing to validate).
@@ -848,45 +855,88 @@ TEST_CASE("values nested deep or huge") {
   zt::apply_override(k, "optimizer.params.betas=[0.8, 0.9]");
 }
 
-// `ztrain config --list` ([Note: listing the keys]): every key it lists is one the reader takes
-// (never "unknown key", whatever else its value alone breaks), with its listed type and default;
-// sections are objects and refused keys are refused by name.
-TEST_CASE("the listed keys are the reader's") {
-  const std::vector<zt::ConfigKey> keys = zt::config_keys();
-  CHECK(keys.size() > 100);
-  for (const zt::ConfigKey& k : keys) {
-    CAPTURE(k.path);
-    json j = minimal();
-    json value = k.type == "section" ? json::object() : json(nullptr);
-    if (!k.fallback.empty()) value = json::parse(k.fallback);
-    else if (k.type == "string") value = "";
-    else if (k.type == "refused (not implemented)") value = true;
-    else if (k.type == "refused when enabled") value = json{{"enabled", true}};
-    json* at = &j;
-    for (size_t start = 0;;) {
-      const size_t dot = k.path.find('.', start);
-      const std::string part = k.path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      if (dot == std::string::npos) {
-        (*at)[part] = value;
-        break;
-      }
-      if (!(*at)[part].is_object()) (*at)[part] = json::object();
-      at = &(*at)[part];
-      start = dot + 1;
+// Sets `value` at the dotted `key` of j, making the sections on the way.
+void set_at(json& j, const std::string& key, const json& value) {
+  json* at = &j;
+  for (size_t start = 0;;) {
+    const size_t dot = key.find('.', start);
+    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (dot == std::string::npos) {
+      (*at)[part] = value;
+      return;
     }
+    if (!(*at)[part].is_object()) (*at)[part] = json::object();
+    at = &(*at)[part];
+    start = dot + 1;
+  }
+}
+
+// [Note: one declaration per key]: every key the table declares is one the reader takes (never
+// "unknown key", whatever else its value alone breaks); refused keys are refused by name.
+TEST_CASE("the table's keys are the reader's") {
+  const auto table = zt::config_table();
+  CHECK(table.size() > 200);
+  std::set<std::string> keys;
+  for (const zt::KeySpec& k : table) {
+    CAPTURE(k.key);
+    CHECK_MESSAGE(keys.insert(k.key).second, k.key << " declared twice");
+    CHECK(!k.doc.empty());
+    json j = with(zt::test::example_context(k.key));
+    json value = zt::test::example_of(k).value;
+    if (k.role == zt::KeyRole::refused) {
+      const json taken = k.accepts ? json::parse(k.accepts) : json(nullptr);
+      value = k.type == zt::KeyType::object ? json{{"enabled", true}} : taken.is_boolean() ? json(!taken.get<bool>()) : json(0.5);
+    }
+    if (k.role == zt::KeyRole::ignored || k.role == zt::KeyRole::alias) value = k.type == zt::KeyType::integer ? json(1) : json(true);
+    if (value.is_null()) value = json::parse(zt::key_default(k).empty() ? "null" : zt::key_default(k));
+    set_at(j, k.key, value);
     const std::string e = error_of(j);
     CHECK_MESSAGE(e.find("unknown key") == std::string::npos, e);
-    if (k.type == "refused (not implemented)") CHECK_MESSAGE(e.find("not implement") != std::string::npos, e);
-    if (k.type == "refused when enabled") CHECK_MESSAGE(e.find("network service") != std::string::npos, e);
+    if (k.role == zt::KeyRole::refused) CHECK_MESSAGE(e.find(k.custom ? "network service" : k.refusal) != std::string::npos, e);
   }
-  auto listed = [&](const std::string& path, const std::string& type, const std::string& fallback) {
-    return std::any_of(keys.begin(), keys.end(),
-                       [&](const zt::ConfigKey& k) { return k.path == path && k.type == type && k.fallback == fallback; });
+  auto listed = [&](const std::string& key, const std::string& type, const std::string& fallback) {
+    const zt::KeySpec* k = zt::find_key(key);
+    return k && zt::key_type(*k) == type && zt::key_default(*k) == fallback;
   };
   CHECK(listed("zero_optimization.stage", "integer", "0"));
   CHECK(listed("train.seed", "integer >= 0", "1337"));
   CHECK(listed("data.chat_template", "string", "\"chatml\""));
   CHECK(listed("lora.use_rslora", "true|false", "false"));
   CHECK(listed("zero_optimization.reduce_bucket_size", "count (5e8 too)", "500000000"));
+  CHECK(listed("zero_optimization.offload_param.buffer_count", "integer", "5"));
   CHECK(listed("checkpoint.parallel_write", "refused (not implemented)", ""));
+  CHECK(listed("model.n_layer", "integer", "12"));
+  CHECK(zt::key_range(*zt::find_key("data.val_fraction")) == "in (0, 0.5]");
+  CHECK(zt::key_range(*zt::find_key("train.device")) == "\"cpu\" or \"cuda\"");
+}
+
+// Every setting the table declares goes from a file into Config and reads back: set to a value
+// other than its default, it reads as that value.
+TEST_CASE("every setting round-trips through JSON") {
+  int settings = 0;
+  for (const zt::KeySpec& k : zt::config_table()) {
+    if (k.role != zt::KeyRole::value) continue;
+    CAPTURE(k.key);
+    const zt::test::KeyExample e = zt::test::example_of(k);
+    REQUIRE_MESSAGE(!e.value.is_null(), "no example value for " << k.key);
+    json j = with(zt::test::example_context(k.key));
+    set_at(j, k.key, e.value);
+    const std::string err = error_of(j);
+    REQUIRE_MESSAGE(err == "(no error)", err);
+    const Config c = zt::parse_config(j);
+    CHECK(zt::key_value(k, c) == e.reads_as);
+    if (k.key != "optimizer.type") CHECK(zt::key_value(k, c) != zt::key_value(k, zt::parse_config(with(zt::test::example_context(k.key)))));
+    ++settings;
+  }
+  CHECK(settings > 120);
+}
+
+TEST_CASE("the rows' ranges are checked, with the rows' words") {
+  CHECK(error_of({"train.threads=-1"}) == "config: train.threads: must be in [0, 1024], got -1");
+  CHECK(error_of({"train.comm_progress=fast"}) == "config: train.comm_progress: expected \"auto\", \"thread\" or \"poll\", got \"fast\"");
+  CHECK(error_of({"zero_optimization.offload_param.buffer_size=0", "zero_optimization.stage=3"}) ==
+        "config: zero_optimization.offload_param.buffer_size: must be > 0, got 0");
+  // A range that holds only where it applies: fp16's with fp16 on.
+  CHECK(error_of({"fp16.hysteresis=0"}) == "(no error)");
+  CHECK(error_of({"fp16.enabled=true", "fp16.hysteresis=0"}) == "config: fp16.hysteresis: must be >= 1, got 0");
 }

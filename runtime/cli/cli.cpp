@@ -22,6 +22,7 @@
 #include "runtime/cli/cli_flags.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/config.hpp"
+#include "runtime/config_keys.hpp"
 #include "runtime/file_io.hpp"
 #include "runtime/plan/estimate.hpp"
 #include "runtime/plan/simulate.hpp"
@@ -291,7 +292,7 @@ int cmd_simulate(int argc, char** argv) {
   return 0;
 }
 
-// The configuration's keys as the reader takes them ([Note: listing the keys] in runtime/config.cpp).
+// The configuration's keys, from their table ([Note: one declaration per key] in runtime/config_keys.hpp).
 int cmd_config(int argc, char** argv) {
   bool list = false;
   std::string format = "table";
@@ -300,25 +301,9 @@ int cmd_config(int argc, char** argv) {
     else format = value;
   }
   if (!list) throw UsageError("config needs --list");
-  if (format != "table" && format != "json") throw UsageError("--format must be table or json, got '" + format + "'");
-  const std::vector<ConfigKey> keys = config_keys();
-  if (format == "json") {
-    nlohmann::json out = nlohmann::json::array();
-    for (const ConfigKey& k : keys) out.push_back({{"key", k.path}, {"type", k.type}, {"default", k.fallback}});
-    std::cout << out.dump(1) << "\n";
-    return 0;
-  }
-  size_t width = 0;
-  for (const ConfigKey& k : keys) width = std::max(width, k.path.size());
-  std::cout << "The keys of ztrain's configuration file, as its reader takes them (what each means: README.md's\n"
-               "Configuration table); --set KEY=VALUE gives any of them on the command line.\n\n";
-  for (const ConfigKey& k : keys) {
-    std::string line = k.path;
-    line.resize(width + 2, ' ');
-    line += k.type;
-    if (!k.fallback.empty()) line += (k.type.size() < 14 ? std::string(14 - k.type.size(), ' ') : " ") + "default " + k.fallback;
-    std::cout << line << "\n";
-  }
+  if (format != "table" && format != "json" && format != "markdown")
+    throw UsageError("--format must be table, json or markdown, got '" + format + "'");
+  std::cout << config_reference(format);
   return 0;
 }
 

@@ -95,9 +95,9 @@ std::vector<CommandSpec> make_specs() {
        "INPUTS",
        "files, folders and globs (a .jsonl file: each line's \"text\" a document)"},
       {"config",
-       "the configuration's keys: their types and defaults",
+       "the configuration's keys: their types, defaults, ranges, rank agreement and meaning",
        {{"--list", "", "list every key the configuration file takes", nullptr, T::none},
-        {"--format", "table|json", "the output", "table"}}},
+        {"--format", "table|json|markdown", "the output (markdown: README.md's configuration table)", "table"}}},
   };
 }
 

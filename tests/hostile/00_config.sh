@@ -4,8 +4,8 @@ probe cfg_unknown_key 1 20 "config: model.n_layers: unknown key" -- "$ztrain" tr
 probe cfg_not_json 1 20 "is not valid JSON" -- "$ztrain" train --config /usr/share/common-licenses/GPL-3
 probe cfg_missing 1 20 "cannot read '$dir/absent.json'" -- "$ztrain" train --config "$dir/absent.json"
 probe cli_steps_word 2 20 "--steps expects an integer, got 'ten'" -- "$ztrain" train --config "$dir/tiny.json" --steps ten
-probe cfg_threads_huge 1 20 "config: train.threads: must be <= 1024, got 100000" -- "$ztrain" train --config "$dir/tiny.json" --set train.threads=100000
-probe cfg_timeout_huge 1 20 "config: train.comm_timeout_s: must be <= 1e7 seconds" -- "$ztrain" train --config "$dir/tiny.json" --set train.comm_timeout_s=1e300
+probe cfg_threads_huge 1 20 "config: train.threads: must be in \[0, 1024\], got 100000" -- "$ztrain" train --config "$dir/tiny.json" --set train.threads=100000
+probe cfg_timeout_huge 1 20 "config: train.comm_timeout_s: must be in \[0, 1e7\] seconds" -- "$ztrain" train --config "$dir/tiny.json" --set train.comm_timeout_s=1e300
 probe cfg_val_without_data 1 20 "config: train.val_interval: 3 asks for validation, but data.val names no validation shards" -- \
   "$ztrain" train --config "$dir/tiny.json" --set data.format=llmc --set train.val_interval=3
 # More threads than the host has cores: it runs, and says why it will be slow.

@@ -90,6 +90,10 @@ differ ranks_resume "config: train.resume: the ranks disagree" -- --resume "$dir
 # Before the NCCL bootstrap (this machine has no GPU: that would fail otherwise).
 differ ranks_device "config: train.device: the ranks disagree: \"cpu\" on rank 0, \"cuda\" on rank 1" -- \
   --set train.device='"cuda"'
+# Every key agrees unless its row says it is a rank's own ([Note: one declaration per key]): this
+# one was left off the hand-kept list there was before.
+differ ranks_contiguous "config: zero_optimization.contiguous_gradients: the ranks disagree: true on rank 0, false on rank 1" -- \
+  --set zero_optimization.contiguous_gradients=false
 probe ranks_three 1 30 "config: bf16.enabled: the ranks disagree: false on ranks 0-1, true on rank 2" -- \
   "${mp[@]}" -np 2 "$ztrain" train "${rk[@]}" : -np 1 "$ztrain" train "${rk[@]}" --set bf16.enabled=true
 

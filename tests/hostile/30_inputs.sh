@@ -39,7 +39,7 @@ probe in_world_zero 2 10 "--world-size must be in \[1, 16777216\], got 0" -- "$z
 # means checkpoint.dir, and an absurd argument is named in a line.
 probe cli_help_first 0 10 "Usage: ztrain sample \[OPTIONS\]" -- "$ztrain" sample --checkpoint /nonexistent --help --tokens x
 probe cli_help_mpirun 0 30 "Usage: ztrain train \[OPTIONS\]" -- "${mp[@]}" -np 2 "$ztrain" train --help
-probe cli_config_format 2 10 "--format must be table or json, got 'xml'" -- "$ztrain" config --list --format xml
+probe cli_config_format 2 10 "--format must be table, json or markdown, got 'xml'" -- "$ztrain" config --list --format xml
 probe cli_flag_twice 0 30 "step +2/2" -- "$ztrain" train --config "$in_dir/c.json" --steps 1 --steps 2
 probe cli_resume_bare 1 10 "train.resume: true \(resume from checkpoint.dir\) needs checkpoint.dir" -- \
   "$ztrain" train --config "$in_dir/c.json" --resume

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/eigen_maps.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace zt::cpu {
@@ -21,16 +22,12 @@ template <class F> void for_chunks(size_t n, F&& f) {
     f(lo, std::min(n, lo + kChunk) - lo);
   }
 }
-
-constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float kGeluCube = 0.044715f;
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, size_t n) {
   for_chunks(n, [&](size_t lo, size_t len) {
     ConstArrayMap x(inp + lo, static_cast<Eigen::Index>(len));
-    ArrayMap(out + lo, static_cast<Eigen::Index>(len)) =
-        0.5f * x * (1.0f + (kGeluScale * (x + kGeluCube * x.cube())).tanh());
+    ArrayMap(out + lo, static_cast<Eigen::Index>(len)) = gelu(x);
   });
 }
 
@@ -39,9 +36,8 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
   for_chunks(n, [&](size_t lo, size_t len) {
     const auto m = static_cast<Eigen::Index>(len);
     ConstArrayMap x(inp + lo, m), d(dout + lo, m);
-    const Eigen::ArrayXf t = (kGeluScale * (x + kGeluCube * x.cube())).tanh();
-    ArrayMap(dinp + lo, m) +=
-        d * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t.square()) * kGeluScale * (1.0f + 3.0f * kGeluCube * x.square()));
+    const Eigen::ArrayXf t = gelu_tanh(x);
+    ArrayMap(dinp + lo, m) += d * gelu_grad(x, t);
   });
 }
 

@@ -150,9 +150,9 @@ void attention_case(Bench& b, const std::string& name, int nh, int nkv, int hs) 
   float* scratch = device_alloc<float>(rows);
   const int ci = int(c);
   b.fl("attention_forward" + name, flops,
-       [&](int) { zc::attention_forward(out[0], lse[0], qkv[0], B, T, ci, nh, nkv, b.s); });
+       [&](int) { zc::attention_forward(out[0], lse[0], qkv[0], B, T, ci, nh, nkv, {}, b.s); });
   b.fl("attention_backward" + name, 2.5 * flops, [&](int) {
-    zc::attention_backward(dqkv[0], scratch, dout[0], qkv[0], out[0], lse[0], B, T, ci, nh, nkv, b.s);
+    zc::attention_backward(dqkv[0], scratch, dout[0], qkv[0], out[0], lse[0], B, T, ci, nh, nkv, {}, b.s);
   });
   // cuDNN's fused attention on the same tensors (train.attention "cudnn"), its backward with the
   // add onto dqkv that the backend does; its workspace grows to the largest it asks for.
@@ -164,11 +164,10 @@ void attention_case(Bench& b, const std::string& name, int nh, int nkv, int hs) 
     return ws;
   };
   bf16* grad = device_alloc<bf16>(N * width);
-  b.fl("cudnn attention_forward" + name, flops, [&](int) {
-    zc::cudnn::attention_forward(out[0], lse[0], qkv[0], B, T, ci, nh, nkv, workspace, b.s);
-  });
+  b.fl("cudnn attention_forward" + name, flops,
+       [&](int) { zc::cudnn::attention_forward(out[0], lse[0], qkv[0], B, T, ci, nh, nkv, {}, workspace, b.s); });
   b.fl("cudnn attention_backward" + name, 2.5 * flops, [&](int) {
-    zc::cudnn::attention_backward(grad, dout[0], qkv[0], out[0], lse[0], B, T, ci, nh, nkv, workspace, b.s);
+    zc::cudnn::attention_backward(grad, dout[0], qkv[0], out[0], lse[0], B, T, ci, nh, nkv, {}, workspace, b.s);
     zc::residual_backward(dqkv[0], static_cast<bf16*>(nullptr), grad, N * width, b.s);
   });
 }

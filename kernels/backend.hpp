@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention_options.hpp"
 #include "tensor/tape.hpp"
 #include "tensor/tensor.hpp"
 
@@ -79,11 +80,12 @@ class Backend : public RangeMarker {
   virtual void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                   const Tensor& x, const Tensor& weight, const Tensor& mean,
                                   const Tensor& rstd) const = 0;
-  // RMSNorm (the Llama family's) over the last dimension; rstd (rows) f32.
-  virtual void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
-                               float eps) const = 0;
+  // RMSNorm over the last dimension, out = x * rstd * (weight + offset): offset 0 for the Llama
+  // family's, 1 for Gemma's (1 + w); rstd (rows) f32.
+  virtual void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight, float eps,
+                               float offset) const = 0;
   virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout, const Tensor& x,
-                                const Tensor& weight, const Tensor& rstd) const = 0;
+                                const Tensor& weight, const Tensor& rstd, float offset) const = 0;
   // bias may be undefined.
   virtual void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const = 0;
   virtual void matmul_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -91,16 +93,22 @@ class Backend : public RangeMarker {
   // Causal attention over qkv (B,T,(n_head+2*n_kv_head)*hs), grouped-query when n_kv_head <
   // n_head (kernels/cpu/kernels.hpp has the layout) -> out (B,T,n_head*hs). Returns what the
   // backward needs besides qkv and out: the CPU keeps the (B,NH,T,T) probabilities, the CUDA
-  // kernels (ours and cuDNN's alike) each row's (B,NH,T) logsumexp.
+  // kernels (ours and cuDNN's alike) each row's (B,NH,T) logsumexp. `opt`: the scores' scale and a
+  // sliding window (kernels/attention_options.hpp), which every kernel takes; the backward is
+  // given the forward's.
   virtual Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head,
-                                   AttentionKernel kernel) const = 0;
+                                   AttentionKernel kernel, const AttentionOptions& opt) const = 0;
   virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                  const Tensor& saved, int n_head, int n_kv_head, AttentionKernel kernel) const = 0;
+                                  const Tensor& saved, int n_head, int n_kv_head, AttentionKernel kernel,
+                                  const AttentionOptions& opt) const = 0;
   virtual void gelu_forward(const Tensor& out, const Tensor& x) const = 0;
   virtual void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const = 0;
   // x (...,2F) holds [gate | up] -> out (...,F) = silu(gate) * up.
   virtual void swiglu_forward(const Tensor& out, const Tensor& x) const = 0;
   virtual void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const = 0;
+  // x (...,2F) holds [gate | up] -> out (...,F) = gelu(gate) * up, gelu's tanh approximation (Gemma's).
+  virtual void geglu_forward(const Tensor& out, const Tensor& x) const = 0;
+  virtual void geglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const = 0;
   // Rotary embedding of qkv (B,T,(n_head+2*n_kv_head)*hs)'s q and k heads; inv_freq (hs/2) f32 on
   // this device. kernels/cpu/kernels.hpp has the convention.
   virtual void rope_forward(const Tensor& out, const Tensor& qkv, const Tensor& inv_freq, int n_head,

@@ -1,5 +1,6 @@
 #include "kernels/ops.hpp"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -111,17 +112,18 @@ Tensor layernorm(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor
   return out;
 }
 
-Tensor rmsnorm(Tape& tape, const Tensor& x, const Tensor& weight, float eps) {
+Tensor rmsnorm(Tape& tape, const Tensor& x, const Tensor& weight, float eps, float offset) {
   Tape::Timer timer(tape, "rmsnorm");
   const Backend& be = backend_of("rmsnorm", {&x, &weight});
   require(weight.numel() == x.dim(-1), "rmsnorm", "weight must have C elements");
   require(eps > 0.0f, "rmsnorm", "eps must be positive");
+  require(std::isfinite(offset), "rmsnorm", "the weight's offset must be finite");
   const bool track = tracks(tape, {&x, &weight});
   Tensor out = output(track, x, x.shape());
   Tensor rstd = statistic(x, {rows_of(x)});
-  be.rmsnorm_forward(out, rstd, x, weight, eps);
-  if (track) tape.record("rmsnorm", {out}, [&be, out, x, weight, rstd] {
-    be.rmsnorm_backward(grad_of(x), grad_of(weight), out.grad(), x, weight, rstd);
+  be.rmsnorm_forward(out, rstd, x, weight, eps, offset);
+  if (track) tape.record("rmsnorm", {out}, [&be, out, x, weight, rstd, offset] {
+    be.rmsnorm_backward(grad_of(x), grad_of(weight), out.grad(), x, weight, rstd, offset);
   });
   return out;
 }
@@ -148,7 +150,8 @@ Tensor linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& b
   return out;
 }
 
-Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head, AttentionKernel kernel) {
+Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head, AttentionKernel kernel,
+                 const AttentionOptions& options) {
   Tape::Timer timer(tape, "attention");
   const Backend& be = backend_of("attention", {&qkv});
   require(n_head > 0 && n_kv_head > 0 && n_head % n_kv_head == 0, "attention",
@@ -157,6 +160,10 @@ Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head, Atten
   require(qkv.ndim() == 3 && qkv.dim(2) % heads == 0, "attention",
           "qkv " + shape_str(qkv.shape()) + " is not (B,T,(" + std::to_string(n_head) + "+2*" + std::to_string(n_kv_head) +
               ")*head_dim)");
+  require(std::isfinite(options.scale) && options.scale >= 0.0f, "attention",
+          "the scale must be positive (0: 1/sqrt(head_dim)), not " + std::to_string(options.scale));
+  require(options.window >= 0, "attention",
+          "the sliding window must be positive (0: none), not " + std::to_string(options.window));
   const int64_t B = qkv.dim(0), T = qkv.dim(1), hs = qkv.dim(2) / heads;
   const bool track = tracks(tape, {&qkv});
   const std::vector<Tensor> kept = tape.kept();
@@ -165,12 +172,12 @@ Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head, Atten
     out = reuse(kept[0], track), saved = kept[1];
   } else {
     out = output(track, qkv, {B, T, n_head * hs});
-    saved = be.attention_forward(out, qkv, n_head, n_kv_head, kernel);
+    saved = be.attention_forward(out, qkv, n_head, n_kv_head, kernel, options);
     tape.keep({out, saved});
   }
   if (track)
-    tape.record("attention", {out}, [&be, out, qkv, saved, n_head, n_kv_head, kernel] {
-      be.attention_backward(grad_of(qkv), out.grad(), qkv, out, saved, n_head, n_kv_head, kernel);
+    tape.record("attention", {out}, [&be, out, qkv, saved, n_head, n_kv_head, kernel, options] {
+      be.attention_backward(grad_of(qkv), out.grad(), qkv, out, saved, n_head, n_kv_head, kernel, options);
     });
   return out;
 }
@@ -185,17 +192,47 @@ Tensor gelu(Tape& tape, const Tensor& x) {
   return out;
 }
 
-Tensor swiglu(Tape& tape, const Tensor& x) {
-  Tape::Timer timer(tape, "swiglu");
-  const Backend& be = backend_of("swiglu", {&x});
-  require(x.dim(-1) % 2 == 0, "swiglu", "the last dimension holds [gate | up] and must be even, not " +
-                                            std::to_string(x.dim(-1)));
+namespace {
+
+// A gated linear unit, [gate | up] -> act(gate) * up, through the backend's forward and backward.
+template <class Fwd, class Bwd>
+Tensor glu(Tape& tape, const Tensor& x, const char* op, Fwd forward, Bwd backward) {
+  Tape::Timer timer(tape, op);
+  const Backend& be = backend_of(op, {&x});
+  require(x.ndim() >= 1 && x.dim(-1) % 2 == 0, op,
+          "the last dimension holds [gate | up] and must be even, not " + std::to_string(x.dim(-1)));
   Shape s = x.shape();
   s.back() /= 2;
   const bool track = tracks(tape, {&x});
   Tensor out = output(track, x, s);
-  be.swiglu_forward(out, x);
-  if (track) tape.record("swiglu", {out}, [&be, out, x] { be.swiglu_backward(grad_of(x), x, out.grad()); });
+  (be.*forward)(out, x);
+  if (track) tape.record(op, {out}, [&be, out, x, backward] { (be.*backward)(grad_of(x), x, out.grad()); });
+  return out;
+}
+
+}  // namespace
+
+Tensor swiglu(Tape& tape, const Tensor& x) {
+  return glu(tape, x, "swiglu", &Backend::swiglu_forward, &Backend::swiglu_backward);
+}
+
+Tensor geglu(Tape& tape, const Tensor& x) {
+  return glu(tape, x, "geglu", &Backend::geglu_forward, &Backend::geglu_backward);
+}
+
+Tensor scale(Tape& tape, const Tensor& x, float s) {
+  Tape::Timer timer(tape, "scale");
+  const Backend& be = backend_of("scale", {&x});
+  require(x.ndim() >= 1, "scale", "x must have a dimension");
+  require(std::isfinite(s), "scale", "the factor must be finite, not " + std::to_string(s));
+  const bool track = tracks(tape, {&x});
+  Tensor out = output(track, x, x.shape());
+  // out = 0 + s * x and dx += s * dout: add_columns' backward over all the columns is a scaled
+  // accumulate (dd += scale * dout), on every backend and in every dtype, so no kernel of its own.
+  out.zero();
+  be.add_columns_backward(Tensor(), out, x, 0, s);
+  if (track)
+    tape.record("scale", {out}, [&be, out, x, s] { be.add_columns_backward(Tensor(), grad_of(x), out.grad(), 0, s); });
   return out;
 }
 

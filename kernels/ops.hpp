@@ -16,18 +16,30 @@ namespace zt::ops {
 Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0 = 0);
 // x (...,C), weight (C), bias (C) -> same shape as x
 Tensor layernorm(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias);
-// x (...,C), weight (C) -> same shape as x: RMSNorm with the model's eps
-Tensor rmsnorm(Tape& tape, const Tensor& x, const Tensor& weight, float eps);
+// x (...,C), weight (C) -> same shape as x: RMSNorm with the model's eps, x * rstd * (weight +
+// offset) in f32: offset 0 is the Llama family's, 1 Gemma's (1 + w); the weight's gradient is the
+// same either way.
+Tensor rmsnorm(Tape& tape, const Tensor& x, const Tensor& weight, float eps, float offset = 0.0f);
 // x (...,C), weight (OC,C), bias (OC) or undefined -> (...,OC)
 Tensor linear(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias);
 // qkv (B,T,(n_head+2*n_kv_head)*hs) -> (B,T,n_head*hs), causal; n_kv_head = n_head is GPT-2's
 // (B,T,3C) -> (B,T,C), fewer key/value heads grouped-query attention (kernels/cpu/kernels.hpp);
-// through `kernel` (kernels/backend.hpp).
+// through `kernel` (kernels/backend.hpp). `options`: the scores' scale (0: 1/sqrt(hs); Gemma's
+// query_pre_attn_scalar^-0.5) and a sliding window (0: none; query t sees keys t-window < s <= t,
+// transformers' rule), kernels/attention_options.hpp; std::invalid_argument for a negative one.
 Tensor attention(Tape& tape, const Tensor& qkv, int n_head, int n_kv_head,
-                 AttentionKernel kernel = AttentionKernel::own);
+                 AttentionKernel kernel = AttentionKernel::own, const AttentionOptions& options = {});
 Tensor gelu(Tape& tape, const Tensor& x);
 // x (...,2F) holding [gate | up] -> (...,F) = silu(gate) * up
 Tensor swiglu(Tape& tape, const Tensor& x);
+// x (...,2F) holding [gate | up] -> (...,F) = gelu(gate) * up, gelu's tanh approximation (Gemma's
+// MLP, PyTorch's gelu(approximate="tanh"))
+Tensor geglu(Tape& tape, const Tensor& x);
+// x -> s * x, each element's product in f32 rounded once to x's dtype (Gemma's embedding times
+// sqrt(hidden_size); transformers first rounds that factor to the activations' dtype, which is the
+// caller's to do: bf16_to_f32(f32_to_bf16(s)), tensor/dtype.hpp). std::invalid_argument for an s
+// that is not finite.
+Tensor scale(Tape& tape, const Tensor& x, float s);
 // qkv (B,T,(n_head+2*n_kv_head)*hs) -> the same with its q and k heads rotated by position
 // (Hugging Face's rotate-half RoPE); inv_freq (hs/2) f32 on qkv's device.
 Tensor rope(Tape& tape, const Tensor& qkv, const Tensor& inv_freq, int n_head, int n_kv_head);

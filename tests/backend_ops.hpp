@@ -112,6 +112,8 @@ struct OpRow {
 
 // The table, in the order of kernels/backend.hpp.
 const std::vector<OpRow>& op_rows();
+// The attention row's options for its shape: the scale from qpas, the window (tests/backend_ops_rows.cpp).
+AttentionOptions attention_options(const Dims& d);
 std::vector<Types> compute_types(const OpRow& row, const Backend& be);
 std::vector<Types> refused_types(const OpRow& row, const Backend& be);
 // "layernorm bf16 B=2 T=7 C=13", for failure messages.

@@ -124,11 +124,14 @@ OpRow layernorm() {
 
 OpRow rmsnorm() {
   constexpr float kEps = 1e-6f;
-  auto dims = [](int B, int T, int C) { return Dims{{"B", B}, {"T", T}, {"C", C}}; };
+  // offset: the weight's, 0 for Llama's x * rstd * w, 1 for Gemma's x * rstd * (1 + w).
+  auto dims = [](int B, int T, int C, int offset) { return Dims{{"B", B}, {"T", T}, {"C", C}, {"offset", offset}}; };
   return {"rmsnorm",
-          {dims(1, 1, 1), dims(2, 3, 5), dims(1, 13, 37), dims(3, 5, 24), dims(2, 7, 200)},
+          {dims(1, 1, 1, 0), dims(2, 3, 5, 0), dims(1, 13, 37, 0), dims(3, 5, 24, 0), dims(2, 7, 200, 0),
+           dims(1, 1, 1, 1), dims(2, 3, 5, 1), dims(3, 5, 24, 1), dims(2, 7, 200, 1)},
           [=](const Dims& d, const Types& ty, std::mt19937& gen) {
             const int B = d["B"], T = d["T"], C = d["C"], N = B * T;
+            const float offset = static_cast<float>(d["offset"]);
             DVec x = normal(gen, size_t(N) * C, 2.0);
             for (int c = 0; c < C; ++c) x[size_t(c)] *= 0.0005;  // row 0: mean square ~ eps, so that eps matters
             Problem p;
@@ -136,12 +139,14 @@ OpRow rmsnorm() {
             p.out = {output("out", {B, T, C}, ty.dt, gen), output("rstd", {N}, DType::f32, gen, false)};
             p.reference = [=](const Ins& in) {
               Outs o{DVec(size_t(N) * C), DVec(size_t(N))};
-              ref::rmsnorm_forward(o[0].data(), o[1].data(), in[0].data(), in[1].data(), N, C, kEps);
+              ref::rmsnorm_forward(o[0].data(), o[1].data(), in[0].data(), in[1].data(), N, C, kEps, offset);
               return o;
             };
-            p.forward = [=](const Backend& be, Call& c) { be.rmsnorm_forward(c.out[0], c.out[1], c.in[0], c.in[1], kEps); };
-            p.backward = [](const Backend& be, Call& c) {
-              be.rmsnorm_backward(c.grad[0], c.grad[1], c.dout[0], c.in[0], c.in[1], c.out[1]);
+            p.forward = [=](const Backend& be, Call& c) {
+              be.rmsnorm_forward(c.out[0], c.out[1], c.in[0], c.in[1], kEps, offset);
+            };
+            p.backward = [=](const Backend& be, Call& c) {
+              be.rmsnorm_backward(c.grad[0], c.grad[1], c.dout[0], c.in[0], c.in[1], c.out[1], offset);
             };
             return p;
           }};
@@ -184,29 +189,39 @@ OpRow matmul() {
 }
 
 OpRow attention() {
-  // NKV = NH: GPT-2's multi-head attention, (B,T,3C); NKV < NH: grouped-query heads.
-  auto dims = [](int B, int T, int C, int NH, int NKV) {
-    return Dims{{"B", B}, {"T", T}, {"C", C}, {"NH", NH}, {"NKV", NKV}};
+  // NKV = NH: GPT-2's multi-head attention, (B,T,3C); NKV < NH: grouped-query heads. qpas, when not
+  // 0, scales the scores by qpas^-0.5 (Gemma's query_pre_attn_scalar) instead of hs^-0.5; window,
+  // when not 0, is a sliding window (kernels/attention_options.hpp): smaller than T across the
+  // CUDA kernels' 32- and 64-row tiles, 1 (each query itself only), T and more (plain causal).
+  auto dims = [](int B, int T, int C, int NH, int NKV, int qpas = 0, int window = 0) {
+    return Dims{{"B", B}, {"T", T}, {"C", C}, {"NH", NH}, {"NKV", NKV}, {"qpas", qpas}, {"window", window}};
   };
   return {"attention",
           {dims(1, 1, 3, 1, 1), dims(2, 7, 12, 3, 3), dims(1, 13, 30, 5, 5), dims(1, 1, 8, 1, 1), dims(2, 7, 48, 3, 3),
            dims(3, 5, 40, 5, 5), dims(1, 17, 128, 2, 2), dims(1, 9, 128, 1, 1), dims(2, 131, 32, 2, 2),
-           dims(2, 7, 48, 6, 2), dims(1, 70, 64, 4, 1)},
+           dims(2, 7, 48, 6, 2), dims(1, 70, 64, 4, 1),
+           dims(1, 13, 30, 5, 5, 0, 4), dims(2, 131, 32, 2, 2, 0, 40), dims(1, 70, 64, 4, 1, 0, 5),
+           dims(1, 70, 64, 4, 2, 0, 1), dims(1, 100, 128, 1, 1, 0, 40), dims(2, 7, 48, 3, 3, 0, 7),
+           dims(2, 7, 48, 6, 2, 0, 100), dims(1, 17, 128, 2, 2, 256, 0), dims(1, 131, 64, 2, 1, 100, 33)},
           [](const Dims& d, const Types& ty, std::mt19937& gen) {
             const int B = d["B"], T = d["T"], C = d["C"], NH = d["NH"], NKV = d["NKV"], hs = C / NH;
             const int width = (NH + 2 * NKV) * hs;
+            const AttentionOptions opt = attention_options(d);
             Problem p;
             p.in = {input("qkv", {B, T, width}, ty.dt, normal(gen, size_t(B) * T * width), true)};
             p.out = {output("out", {B, T, C}, ty.dt, gen)};
             p.reference = [=](const Ins& in) {
               DVec out(size_t(B) * T * C);
-              ref::attention_forward<double>(out.data(), nullptr, in[0].data(), B, T, NH, NKV, hs);
+              ref::attention_forward<double>(out.data(), nullptr, in[0].data(), B, T, NH, NKV, hs, opt.scale,
+                                             opt.window);
               return Outs{out};
             };
-            p.forward = [=](const Backend& be, Call& c) { c.saved = be.attention_forward(c.out[0], c.in[0], NH, NKV, AttentionKernel::own);
+            p.forward = [=](const Backend& be, Call& c) {
+              c.saved = be.attention_forward(c.out[0], c.in[0], NH, NKV, AttentionKernel::own, opt);
             };
             p.backward = [=](const Backend& be, Call& c) {
-              be.attention_backward(c.grad[0], c.dout[0], c.in[0], c.out[0], c.saved, NH, NKV, AttentionKernel::own);
+              be.attention_backward(c.grad[0], c.dout[0], c.in[0], c.out[0], c.saved, NH, NKV, AttentionKernel::own,
+                                    opt);
             };
             return p;
           },
@@ -238,25 +253,34 @@ OpRow gelu() {
           }};
 }
 
-OpRow swiglu() {
+// A gated linear unit: x (B,T,2F) holding [gate | up] -> (B,T,F) = act(gate) * up.
+OpRow glu(const char* name, void (*reference)(double*, const double*, int, int),
+          void (Backend::*forward)(const Tensor&, const Tensor&) const,
+          void (Backend::*backward)(const Tensor&, const Tensor&, const Tensor&) const) {
   auto dims = [](int B, int T, int F) { return Dims{{"B", B}, {"T", T}, {"F", F}}; };
-  return {"swiglu",
+  return {name,
           {dims(1, 1, 1), dims(2, 3, 7), dims(1, 5, 64), dims(3, 7, 37)},
-          [](const Dims& d, const Types& ty, std::mt19937& gen) {
+          [=](const Dims& d, const Types& ty, std::mt19937& gen) {
             const int B = d["B"], T = d["T"], F = d["F"], N = B * T;
             Problem p;
             p.in = {input("x", {B, T, 2 * F}, ty.dt, normal(gen, size_t(N) * 2 * F, 2.0), true)};
             p.out = {output("out", {B, T, F}, ty.dt, gen)};
             p.reference = [=](const Ins& in) {
               DVec out(size_t(N) * F);
-              ref::swiglu_forward(out.data(), in[0].data(), N, F);
+              reference(out.data(), in[0].data(), N, F);
               return Outs{out};
             };
-            p.forward = [](const Backend& be, Call& c) { be.swiglu_forward(c.out[0], c.in[0]); };
-            p.backward = [](const Backend& be, Call& c) { be.swiglu_backward(c.grad[0], c.in[0], c.dout[0]); };
+            p.forward = [=](const Backend& be, Call& c) { (be.*forward)(c.out[0], c.in[0]); };
+            p.backward = [=](const Backend& be, Call& c) { (be.*backward)(c.grad[0], c.in[0], c.dout[0]); };
             return p;
           }};
 }
+
+OpRow swiglu() {
+  return glu("swiglu", ref::swiglu_forward<double>, &Backend::swiglu_forward, &Backend::swiglu_backward);
+}
+
+OpRow geglu() { return glu("geglu", ref::geglu_forward<double>, &Backend::geglu_forward, &Backend::geglu_backward); }
 
 OpRow rope() {
   auto dims = [](int B, int T, int NH, int NKV, int hs) {
@@ -414,13 +438,20 @@ OpRow crossentropy() {
 
 }  // namespace
 
+AttentionOptions attention_options(const Dims& d) {
+  AttentionOptions opt;
+  if (d["qpas"]) opt.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d["qpas"])));
+  opt.window = d["window"];
+  return opt;
+}
+
 // Rows of the flat-buffer ops (cast, accumulate, sum_squares, any_nonfinite, adamw_update).
 std::vector<OpRow> flat_buffer_rows();
 
 const std::vector<OpRow>& op_rows() {
   static const std::vector<OpRow> rows = [] {
-    std::vector<OpRow> r{encoder(), layernorm(), rmsnorm(), matmul(), attention(), gelu(), swiglu(), rope(), residual(),
-                         add_columns(), dropout(), crossentropy()};
+    std::vector<OpRow> r{encoder(), layernorm(), rmsnorm(), matmul(), attention(), gelu(), swiglu(), geglu(), rope(),
+                         residual(), add_columns(), dropout(), crossentropy()};
     for (OpRow& f : flat_buffer_rows()) r.push_back(std::move(f));
     return r;
   }();

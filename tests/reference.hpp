@@ -45,15 +45,16 @@ void layernorm_forward(S* out, S* mean, S* rstd, const S* inp, const S* weight, 
   }
 }
 
-// RMSNorm per row: out = x / sqrt(mean(x^2) + eps) * weight; rstd may be null.
+// RMSNorm per row: out = x / sqrt(mean(x^2) + eps) * (offset + weight) (Gemma's offset 1, Llama's
+// 0); rstd may be null.
 template <class S>
-void rmsnorm_forward(S* out, S* rstd, const S* inp, const S* weight, int N, int C, double eps) {
+void rmsnorm_forward(S* out, S* rstd, const S* inp, const S* weight, int N, int C, double eps, double offset = 0) {
   for (int i = 0; i < N; ++i) {
     const S* x = inp + static_cast<size_t>(i) * C;
     S ms = 0;
     for (int c = 0; c < C; ++c) ms += x[c] * x[c];
     const S s = 1 / std::sqrt(ms / C + S(eps));
-    for (int c = 0; c < C; ++c) out[static_cast<size_t>(i) * C + c] = x[c] * s * weight[c];
+    for (int c = 0; c < C; ++c) out[static_cast<size_t>(i) * C + c] = x[c] * s * (S(offset) + weight[c]);
     if (rstd) rstd[i] = s;
   }
 }
@@ -102,12 +103,14 @@ void matmul_forward(S* out, const S* inp, const S* weight, const S* bias, int N,
 
 // Causal attention with grouped-query heads. Position (b,t) of qkv holds NH query heads, then NKV
 // key heads, then NKV value heads, hs wide each; query head h uses kv head h / (NH/NKV).
-// att[b,h,t,s] = softmax_s<=t(q_t . k_s / sqrt(hs)), 0 for s > t; out[b,t,h*hs+i] = sum_s
-// att[b,h,t,s] v_s[i].
+// att[b,h,t,s] = softmax over lo <= s <= t of (scale q_t . k_s), 0 for other s; out[b,t,h*hs+i] =
+// sum_s att[b,h,t,s] v_s[i]. scale 0: 1/sqrt(hs); lo = t - window + 1 with a window (> 0; transformers'
+// sliding window: kv_idx > q_idx - sliding_window), else 0.
 template <class S>
-void attention_forward(S* out, S* att, const S* qkv, int B, int T, int NH, int NKV, int hs) {
+void attention_forward(S* out, S* att, const S* qkv, int B, int T, int NH, int NKV, int hs, S scale = 0,
+                       int window = 0) {
   const int C = NH * hs, width = (NH + 2 * NKV) * hs, group = NH / NKV;
-  const S scale = 1 / std::sqrt(S(hs));
+  if (scale == 0) scale = 1 / std::sqrt(S(hs));
   std::vector<S> p(static_cast<size_t>(T));
   // part 0: query head h; 1 and 2: the key and value heads of h's group.
   auto at = [&](int b, int t, int part, int h) {
@@ -118,8 +121,9 @@ void attention_forward(S* out, S* att, const S* qkv, int B, int T, int NH, int N
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < T; ++t) {
         const S* q = at(b, t, 0, h);
+        const int lo = window > 0 ? std::max(0, t - window + 1) : 0;
         S mx = -std::numeric_limits<S>::infinity();
-        for (int s = 0; s <= t; ++s) {
+        for (int s = lo; s <= t; ++s) {
           const S* k = at(b, s, 1, h);
           S dot = 0;
           for (int i = 0; i < hs; ++i) dot += q[i] * k[i];
@@ -127,16 +131,16 @@ void attention_forward(S* out, S* att, const S* qkv, int B, int T, int NH, int N
           mx = std::max(mx, p[s]);
         }
         S sum = 0;
-        for (int s = 0; s <= t; ++s) sum += (p[s] = std::exp(p[s] - mx));
-        for (int s = 0; s <= t; ++s) p[s] /= sum;
+        for (int s = lo; s <= t; ++s) sum += (p[s] = std::exp(p[s] - mx));
+        for (int s = lo; s <= t; ++s) p[s] /= sum;
         if (att) {
           S* row = att + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
-          for (int s = 0; s < T; ++s) row[s] = s <= t ? p[s] : S(0);
+          for (int s = 0; s < T; ++s) row[s] = s >= lo && s <= t ? p[s] : S(0);
         }
         S* o = out + (static_cast<size_t>(b) * T + t) * C + h * hs;
         for (int i = 0; i < hs; ++i) {
           S acc = 0;
-          for (int s = 0; s <= t; ++s) acc += p[s] * at(b, s, 2, h)[i];
+          for (int s = lo; s <= t; ++s) acc += p[s] * at(b, s, 2, h)[i];
           o[i] = acc;
         }
       }
@@ -149,6 +153,15 @@ template <class S> S gelu(S x) {
 
 template <class S> void gelu_forward(S* out, const S* inp, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = gelu(inp[i]);
+}
+
+// Rows of inp (N,2F) are [gate | up]: out (N,F) = gelu(gate) * up (tanh approximation).
+template <class S>
+void geglu_forward(S* out, const S* inp, int N, int F) {
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < F; ++j)
+      out[static_cast<size_t>(i) * F + j] =
+          gelu(inp[static_cast<size_t>(i) * 2 * F + j]) * inp[static_cast<size_t>(i) * 2 * F + F + j];
 }
 
 template <class S> void residual_forward(S* out, const S* a, const S* b, size_t n) {

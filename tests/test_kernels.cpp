@@ -297,7 +297,7 @@ TEST_CASE("attention") {
     };
 
     Vec out = poison(n), att = poison(natt);
-    cpu::attention_forward(out.data(), att.data(), qkv.data(), d.B, d.T, d.NH, d.NKV, d.hs);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), d.B, d.T, d.NH, d.NKV, d.hs, {});
     loss();
     check_close("attention out", out, ref_out);
     check_close("attention probabilities", att, ref_att);
@@ -314,7 +314,7 @@ TEST_CASE("attention") {
     CHECK(upper_zero);
 
     Vec grad = g0;
-    cpu::attention_backward(grad.data(), W.data(), qkv.data(), att.data(), d.B, d.T, d.NH, d.NKV, d.hs);
+    cpu::attention_backward(grad.data(), W.data(), qkv.data(), att.data(), d.B, d.T, d.NH, d.NKV, d.hs, {});
     check_grad("qkv", dqkv, loss, grad, g0, d.samples);
   }
 }
@@ -336,20 +336,20 @@ TEST_CASE("rmsnorm") {
     };
 
     Vec out = poison(n), rstd = poison(d.N);
-    cpu::rmsnorm_forward(out.data(), rstd.data(), inp.data(), w.data(), d.N, d.C, kEps);
+    cpu::rmsnorm_forward(out.data(), rstd.data(), inp.data(), w.data(), d.N, d.C, kEps, 0.0f);
     loss();
     check_close("rmsnorm out", out, ref_out);
     check_close("rmsnorm rstd", rstd, ref_rstd);
 
     Vec ginp = g0_inp, gw = g0_w;
-    cpu::rmsnorm_backward(ginp.data(), gw.data(), W.data(), inp.data(), w.data(), rstd.data(), d.N, d.C);
+    cpu::rmsnorm_backward(ginp.data(), gw.data(), W.data(), inp.data(), w.data(), rstd.data(), d.N, d.C, 0.0f);
     check_grad("inp", dinp, loss, ginp, g0_inp);
     check_grad("weight", dw, loss, gw, g0_w);
 
     {  // a null gradient is skipped, the other unchanged
       Vec gw2 = g0_w, ginp2 = g0_inp;
-      cpu::rmsnorm_backward(nullptr, gw2.data(), W.data(), inp.data(), w.data(), rstd.data(), d.N, d.C);
-      cpu::rmsnorm_backward(ginp2.data(), nullptr, W.data(), inp.data(), w.data(), rstd.data(), d.N, d.C);
+      cpu::rmsnorm_backward(nullptr, gw2.data(), W.data(), inp.data(), w.data(), rstd.data(), d.N, d.C, 0.0f);
+      cpu::rmsnorm_backward(ginp2.data(), nullptr, W.data(), inp.data(), w.data(), rstd.data(), d.N, d.C, 0.0f);
       check_close("weight without dinp", gw2, dbl(gw), kSameTol);
       check_close("inp without dweight", ginp2, dbl(ginp), kSameTol);
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/ops.hpp"
 #include "models/gpt2.hpp"
 #include "runtime/plan/estimate_activations.hpp"
 #include "tensor/meta_allocator.hpp"
@@ -112,5 +113,24 @@ TEST_CASE("meta pass: the model's own forward and backward charge what the host 
     meta.accounting().reset_peaks();
     pass.run({}, [] {});
     CHECK(meta.accounting().snapshot().peak_of(MemCategory::activations) == host_peak);
+  }
+}
+
+TEST_CASE("meta pass: Gemma's ops (geglu, scale, rmsnorm's offset, attention's options) record and run backward") {
+  MetaAllocator meta;
+  {
+    Tape tape;
+    Tensor x = Tensor::zeros({2, 5, 12}, DType::bf16, MemCategory::activations, meta);
+    Tensor w = Tensor::zeros({12}, DType::bf16, MemCategory::parameters, meta);
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    const Tensor h = ops::rmsnorm(tape, ops::scale(tape, x, 3.5f), w, 1e-6f, 1.0f);
+    const Tensor a = ops::attention(tape, h, 2, 2, AttentionKernel::own, {0.0625f, 2});  // (2,5,4)
+    const Tensor y = ops::geglu(tape, a);
+    CHECK(y.device() == Device::meta);
+    CHECK(y.shape() == Shape{2, 5, 2});
+    tape.backward(ops::cross_entropy(tape, y, Tensor::zeros({2, 5}, DType::i32), 2));
+    CHECK(x.grad().device() == Device::meta);
+    CHECK(w.grad().defined());
   }
 }

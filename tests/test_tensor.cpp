@@ -1,7 +1,9 @@
 // Tensor, storage, allocator accounting and the autograd tape (markers, no_grad, accumulation).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -376,4 +378,90 @@ TEST_CASE("ops: narrow, reshape and concat move values and gradients exactly") {
   CHECK_THROWS_WITH_AS(ops::reshape(tape, x, {5, 7}), "reshape: (2, 3, 6) as (5, 7)", std::invalid_argument);
   CHECK_THROWS_WITH_AS(ops::concat(tape, {x, w}), doctest::Contains("concat: (5, 6) does not stand beside (2, 3, 6)"),
                        std::invalid_argument);
+}
+
+TEST_CASE("ops: Gemma's scale, rmsnorm offset and attention options against their plain equivalents, bit for bit") {
+  // Each against the op it stands for computed another way, with the same f32 arithmetic: the
+  // values and the input gradients (through one linear layer and cross-entropy) must be equal.
+  Tensor x = Tensor::empty({2, 5, 12}), w = Tensor::empty({3, 12}), g = Tensor::empty({12}),
+         targets = Tensor::empty({2, 5}, DType::i32);
+  for (int i = 0; i < 120; ++i) x.data<float>()[i] = 0.29f * static_cast<float>((i * 7) % 17) - 2.0f;
+  for (int i = 0; i < 36; ++i) w.data<float>()[i] = 0.1f * static_cast<float>((i * 5) % 11) - 0.5f;
+  for (int i = 0; i < 12; ++i) g.data<float>()[i] = 0.05f * static_cast<float>(i) - 0.3f;
+  for (int i = 0; i < 10; ++i) targets.data<int32_t>()[i] = (i * 2) % 3;
+  // f's output, and the gradient of x through f; y's last dimension is 12, or 4 (attention's).
+  auto through = [&](auto f) {
+    Tensor leaf = Tensor::empty(x.shape());
+    leaf.copy_from(x);
+    leaf.set_requires_grad(true);
+    Tape tape;
+    const Tensor y = f(tape, leaf);
+    const Tensor wy = y.dim(-1) == 12 ? w : w.view(0, {3, 4});
+    tape.backward(ops::cross_entropy(tape, ops::linear(tape, y, wy, Tensor()), targets, 3));
+    Tensor out = Tensor::empty(y.shape());
+    out.copy_from(y);
+    return std::pair{out, leaf.grad()};
+  };
+  auto same = [](const Tensor& a, const Tensor& b) {
+    REQUIRE(a.numel() == b.numel());
+    for (int64_t i = 0; i < a.numel(); ++i)
+      if (a.data<float>()[i] != b.data<float>()[i]) return false;
+    return true;
+  };
+
+  SUBCASE("scale: s * x, and s times the gradient") {
+    const float s = 3.4641016f;  // sqrt(12)
+    const auto [y, dx] = through([&](Tape& t, const Tensor& v) { return ops::scale(t, v, s); });
+    Tensor sx = Tensor::empty(x.shape());
+    for (int i = 0; i < 120; ++i) sx.data<float>()[i] = s * x.data<float>()[i];
+    CHECK(same(y, sx));
+    Tensor leaf = sx;
+    leaf.set_requires_grad(true);
+    Tape tape;
+    tape.backward(ops::cross_entropy(tape, ops::linear(tape, leaf, w, Tensor()), targets, 3));
+    for (int i = 0; i < 120; ++i) CHECK(dx.data<float>()[i] == s * leaf.grad().data<float>()[i]);
+  }
+  SUBCASE("rmsnorm: offset 1 is weight 1 + w") {
+    Tensor g1 = Tensor::empty({12});
+    for (int i = 0; i < 12; ++i) g1.data<float>()[i] = 1.0f + g.data<float>()[i];
+    const auto [y, dx] = through([&](Tape& t, const Tensor& v) { return ops::rmsnorm(t, v, g, 1e-6f, 1.0f); });
+    const auto [y1, dx1] = through([&](Tape& t, const Tensor& v) { return ops::rmsnorm(t, v, g1, 1e-6f); });
+    CHECK(same(y, y1));
+    CHECK(same(dx, dx1));
+  }
+  SUBCASE("attention: a window of T or more, and the default scale given, are plain causal attention") {
+    // x as qkv (B,T,3C) of 2 heads of 2: T = 5.
+    const auto plain = through([&](Tape& t, const Tensor& v) { return ops::attention(t, v, 2, 2); });
+    for (const AttentionOptions opt :
+         {AttentionOptions{0.0f, 5}, AttentionOptions{0.0f, 100}, AttentionOptions{1.0f / std::sqrt(2.0f), 0}}) {
+      CAPTURE(opt.window);
+      const auto [y, dx] =
+          through([&](Tape& t, const Tensor& v) { return ops::attention(t, v, 2, 2, AttentionKernel::own, opt); });
+      CHECK(same(y, plain.first));
+      CHECK(same(dx, plain.second));
+    }
+    // A window of 2: row 4 sees rows 3 and 4 only, so row 4's output does not depend on rows 0-2.
+    const AttentionOptions two{0.0f, 2};
+    Tensor moved = Tensor::empty(x.shape());
+    moved.copy_from(x);
+    for (int i = 0; i < 36; ++i) moved.data<float>()[i] += 1.0f;  // rows 0-2 of batch 0
+    Tape tape;
+    const Tensor a = ops::attention(tape, x, 2, 2, AttentionKernel::own, two);
+    const Tensor b = ops::attention(tape, moved, 2, 2, AttentionKernel::own, two);
+    for (int i = 16; i < 20; ++i) CHECK(a.data<float>()[i] == b.data<float>()[i]);  // (b 0, t 4)
+    CHECK(a.data<float>()[12] != b.data<float>()[12]);                              // (b 0, t 3) sees row 2
+  }
+
+  Tape tape;
+  CHECK_THROWS_WITH_AS(ops::attention(tape, x, 2, 2, AttentionKernel::own, {0.0f, -1}),
+                       doctest::Contains("attention: the sliding window must be positive"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::attention(tape, x, 2, 2, AttentionKernel::own, {-0.5f, 0}),
+                       doctest::Contains("attention: the scale must be positive"), std::invalid_argument);
+  CHECK_THROWS_AS(ops::attention(tape, x, 2, 2, AttentionKernel::own, {std::nanf(""), 0}), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::geglu(tape, Tensor::zeros({2, 5})), doctest::Contains("geglu: the last dimension"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::scale(tape, x, INFINITY), doctest::Contains("scale: the factor must be finite"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::rmsnorm(tape, x, g, 1e-6f, std::nanf("")),
+                       doctest::Contains("rmsnorm: the weight's offset"), std::invalid_argument);
 }

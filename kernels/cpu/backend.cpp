@@ -50,13 +50,14 @@ class CpuBackend final : public Backend {
     cpu::layernorm_backward(f32(dx), f32(dweight), f32(dbias), f32(dout), f32(x), f32(weight), f32(mean), f32(rstd),
                             rows_of(x), dim_of(x, -1));
   }
-  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
-                       float eps) const override {
-    cpu::rmsnorm_forward(f32(out), f32(rstd), f32(x), f32(weight), rows_of(x), dim_of(x, -1), eps);
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight, float eps,
+                       float offset) const override {
+    cpu::rmsnorm_forward(f32(out), f32(rstd), f32(x), f32(weight), rows_of(x), dim_of(x, -1), eps, offset);
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout, const Tensor& x,
-                        const Tensor& weight, const Tensor& rstd) const override {
-    cpu::rmsnorm_backward(f32(dx), f32(dweight), f32(dout), f32(x), f32(weight), f32(rstd), rows_of(x), dim_of(x, -1));
+                        const Tensor& weight, const Tensor& rstd, float offset) const override {
+    cpu::rmsnorm_backward(f32(dx), f32(dweight), f32(dout), f32(x), f32(weight), f32(rstd), rows_of(x), dim_of(x, -1),
+                          offset);
   }
   void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
     cpu::matmul_forward(f32(out), f32(x), f32(weight), f32(bias), rows_of(x), dim_of(x, -1), dim_of(weight, 0));
@@ -66,19 +67,20 @@ class CpuBackend final : public Backend {
     cpu::matmul_backward(f32(dx), f32(dweight), f32(dbias), f32(dout), f32(x), f32(weight), rows_of(x), dim_of(x, -1),
                          dim_of(weight, 0));
   }
-  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head,
-                           AttentionKernel kernel) const override {
+  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head, AttentionKernel kernel,
+                           const AttentionOptions& opt) const override {
     require_own_attention(kernel);
     const int B = dim_of(qkv, 0), T = dim_of(qkv, 1);
     Tensor att = Tensor::empty({B, n_head, T, T}, DType::f32, MemCategory::activations);
-    cpu::attention_forward(f32(out), f32(att), f32(qkv), B, T, n_head, n_kv_head, dim_of(out, -1) / n_head);
+    cpu::attention_forward(f32(out), f32(att), f32(qkv), B, T, n_head, n_kv_head, dim_of(out, -1) / n_head, opt);
     return att;
   }
-  void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor&,
-                          const Tensor& att, int n_head, int n_kv_head, AttentionKernel kernel) const override {
+  void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor&, const Tensor& att,
+                          int n_head, int n_kv_head, AttentionKernel kernel,
+                          const AttentionOptions& opt) const override {
     require_own_attention(kernel);
-    cpu::attention_backward(f32(dqkv), f32(dout), f32(qkv), f32(att), dim_of(qkv, 0), dim_of(qkv, 1), n_head,
-                            n_kv_head, dim_of(dout, -1) / n_head);
+    cpu::attention_backward(f32(dqkv), f32(dout), f32(qkv), f32(att), dim_of(qkv, 0), dim_of(qkv, 1), n_head, n_kv_head,
+                            dim_of(dout, -1) / n_head, opt);
   }
   void gelu_forward(const Tensor& out, const Tensor& x) const override {
     cpu::gelu_forward(f32(out), f32(x), count_of(x));
@@ -91,6 +93,12 @@ class CpuBackend final : public Backend {
   }
   void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
     cpu::swiglu_backward(f32(dx), f32(x), f32(dout), rows_of(x), dim_of(x, -1) / 2);
+  }
+  void geglu_forward(const Tensor& out, const Tensor& x) const override {
+    cpu::geglu_forward(f32(out), f32(x), rows_of(x), dim_of(x, -1) / 2);
+  }
+  void geglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
+    cpu::geglu_backward(f32(dx), f32(x), f32(dout), rows_of(x), dim_of(x, -1) / 2);
   }
   void rope_forward(const Tensor& out, const Tensor& qkv, const Tensor& inv_freq, int n_head,
                     int n_kv_head) const override {

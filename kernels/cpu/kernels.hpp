@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention_options.hpp"
 #include "tensor/dtype.hpp"
 
 namespace zt::cpu {
@@ -31,16 +32,21 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C);
 
-// RMSNorm (Llama's) per row of inp (N,C): out = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps),
-// saved (N) for backward. Statistics in f32, as transformers' LlamaRMSNorm computes them.
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps);
+// RMSNorm per row of inp (N,C): out = x * rstd * (weight + offset), rstd = 1/sqrt(mean(x^2) + eps),
+// saved (N) for backward; offset 0 is Llama's weight, 1 Gemma's (1 + weight). Statistics in f32,
+// as transformers' LlamaRMSNorm and Gemma3RMSNorm compute them. dweight does not depend on offset.
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,
+                     float offset);
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                      const float* rstd, int N, int C);
+                      const float* rstd, int N, int C, float offset);
 
 // SwiGLU: each row of inp (N,2F) holds [gate | up] (the gate and up projections as one GEMM), and
 // out (N,F) = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
 void swiglu_forward(float* out, const float* inp, int N, int F);
 void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F);
+// GeGLU (Gemma's MLP): the same with out (N,F) = gelu(gate) * up, gelu's tanh approximation (gelu_forward).
+void geglu_forward(float* out, const float* inp, int N, int F);
+void geglu_backward(float* dinp, const float* inp, const float* dout, int N, int F);
 
 // Rotary position embedding, Hugging Face's rotate-half convention, on the q and k heads of
 // qkv (B,T,(NH+2*NKV)*hs): NH query heads, then NKV key heads, then NKV value heads, hs wide each.
@@ -58,10 +64,13 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // Causal self-attention with grouped-query heads: qkv (B,T,(NH+2*NKV)*hs) holds per position the
 // NH query heads, then the NKV key heads, then the NKV value heads, hs wide each (GPT-2: NKV = NH);
 // query head h attends with key/value head h / (NH/NKV). out (B,T,NH*hs); att (B,NH,T,T) keeps the
-// softmax probabilities for backward (upper triangle zero). dk and dv sum over each group's heads.
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int NKV, int hs);
+// softmax probabilities for backward (zero where a query does not see the key). dk and dv sum over
+// each group's heads. `opt`: the scores' scale (default 1/sqrt(hs)) and a sliding window
+// (kernels/attention_options.hpp).
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int NKV, int hs,
+                       const AttentionOptions& opt);
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
-                        int NKV, int hs);
+                        int NKV, int hs, const AttentionOptions& opt);
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void gelu_forward(float* out, const float* inp, size_t n);

@@ -1,6 +1,7 @@
-// The Llama family's ops beside GPT-2's: RMSNorm, SwiGLU and rotary position embeddings
-// (kernels.hpp). Rows run in parallel; the parameter gradient sums over rows per thread slot,
-// added in thread order (as layernorm's), so results repeat bit for bit for a thread count.
+// The Llama family's ops beside GPT-2's: RMSNorm (with Gemma's 1 + w as an offset), the gated
+// MLPs' SwiGLU and GeGLU, and rotary position embeddings (kernels.hpp). Rows run in parallel;
+// the parameter gradient sums over rows per thread slot, added in thread order (as layernorm's),
+// so results repeat bit for bit for a thread count.
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>
@@ -10,24 +11,27 @@
 #include <omp.h>
 
 #include "kernels/cpu/eigen_maps.hpp"
+#include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace zt::cpu {
 
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps) {
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,
+                     float offset) {
   ConstArrayMap w(weight, C);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     ConstArrayMap x(inp + static_cast<size_t>(i) * C, C);
     const float s = 1.0f / std::sqrt(x.square().mean() + eps);
-    ArrayMap(out + static_cast<size_t>(i) * C, C) = x * s * w;
+    ArrayMap(out + static_cast<size_t>(i) * C, C) = x * s * (w + offset);
     rstd[i] = s;
   }
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                      const float* rstd, int N, int C) {
-  // With n = x * rstd: dx = rstd * (w*dy - n * mean(w*dy*n)), dweight = sum over rows of dy * n.
+                      const float* rstd, int N, int C, float offset) {
+  // With n = x * rstd and w' = w + offset: dx = rstd * (w'*dy - n * mean(w'*dy*n)), dweight = sum
+  // over rows of dy * n.
   const int nt = omp_get_max_threads();
   std::vector<float> partial(static_cast<size_t>(nt) * C, 0.0f);
   ConstArrayMap w(weight, C);
@@ -39,7 +43,7 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
     for (int i = 0; i < N; ++i) {
       ConstArrayMap x(inp + static_cast<size_t>(i) * C, C), d(dout + static_cast<size_t>(i) * C, C);
       norm = x * rstd[i];
-      dnorm = w * d;
+      dnorm = (w + offset) * d;
       if (dweight) dw += norm * d;
       if (dinp) {
         const float dot = (dnorm * norm).mean();
@@ -51,29 +55,63 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   for (int t = 0; t < nt; ++t) ArrayMap(dweight, C) += ConstArrayMap(partial.data() + static_cast<size_t>(t) * C, C);
 }
 
-void swiglu_forward(float* out, const float* inp, int N, int F) {
+namespace {
+
+// A gated linear unit: each row of inp (N,2F) holds [gate | up], out (N,F) = act(gate) * up.
+// forward(g) is act(g); backward(g, u, d, dg, du, scratch) adds the row's gradients into dg and du.
+template <class Act>
+void glu_forward(float* out, const float* inp, int N, int F, Act act) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     ConstArrayMap g(inp + static_cast<size_t>(i) * 2 * F, F), u(inp + static_cast<size_t>(i) * 2 * F + F, F);
-    ArrayMap(out + static_cast<size_t>(i) * F, F) = g / (1.0f + (-g).exp()) * u;
+    ArrayMap(out + static_cast<size_t>(i) * F, F) = act(g) * u;
   }
 }
 
-void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F) {
+template <class Grad>
+void glu_backward(float* dinp, const float* inp, const float* dout, int N, int F, Grad grad) {
   if (!dinp) return;
 #pragma omp parallel
   {
-    Eigen::ArrayXf sig(F);
+    Eigen::ArrayXf scratch(F);
 #pragma omp for schedule(static)
     for (int i = 0; i < N; ++i) {
       ConstArrayMap g(inp + static_cast<size_t>(i) * 2 * F, F), u(inp + static_cast<size_t>(i) * 2 * F + F, F);
       ConstArrayMap d(dout + static_cast<size_t>(i) * F, F);
       ArrayMap dg(dinp + static_cast<size_t>(i) * 2 * F, F), du(dinp + static_cast<size_t>(i) * 2 * F + F, F);
-      sig = 1.0f / (1.0f + (-g).exp());
-      dg += d * u * sig * (1.0f + g * (1.0f - sig));  // d silu(g)/dg = sig (1 + g (1 - sig))
-      du += d * g * sig;
+      grad(g, u, d, dg, du, scratch);
     }
   }
+}
+
+}  // namespace
+
+void swiglu_forward(float* out, const float* inp, int N, int F) {
+  glu_forward(out, inp, N, F, [](const ConstArrayMap& g) { return g / (1.0f + (-g).exp()); });
+}
+
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F) {
+  glu_backward(dinp, inp, dout, N, F,
+               [](const ConstArrayMap& g, const ConstArrayMap& u, const ConstArrayMap& d, ArrayMap& dg, ArrayMap& du,
+                  Eigen::ArrayXf& sig) {
+                 sig = 1.0f / (1.0f + (-g).exp());
+                 dg += d * u * sig * (1.0f + g * (1.0f - sig));  // d silu(g)/dg = sig (1 + g (1 - sig))
+                 du += d * g * sig;
+               });
+}
+
+void geglu_forward(float* out, const float* inp, int N, int F) {
+  glu_forward(out, inp, N, F, [](const ConstArrayMap& g) { return gelu(g); });
+}
+
+void geglu_backward(float* dinp, const float* inp, const float* dout, int N, int F) {
+  glu_backward(dinp, inp, dout, N, F,
+               [](const ConstArrayMap& g, const ConstArrayMap& u, const ConstArrayMap& d, ArrayMap& dg, ArrayMap& du,
+                  Eigen::ArrayXf& t) {
+                 t = gelu_tanh(g);
+                 dg += d * u * gelu_grad(g, t);
+                 du += d * (0.5f * g * (1.0f + t));  // gelu(g), from its tanh
+               });
 }
 
 namespace {

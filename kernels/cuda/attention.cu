@@ -36,7 +36,7 @@ __global__ void row_dot_kernel(float* D, const T* dout, const T* out, int B, int
   }
 }
 
-attn::Dims dims(const char* op, int B, int T_, int C, int NH, int NKV) {
+attn::Dims dims(const char* op, int B, int T_, int C, int NH, int NKV, const AttentionOptions& opt) {
   if (B < 0 || T_ < 0 || C <= 0 || NH <= 0 || C % NH != 0)
     throw std::invalid_argument(std::string(op) + ": channels C = " + std::to_string(C) +
                                 " must split evenly into NH = " + std::to_string(NH) + " heads (B = " +
@@ -48,7 +48,7 @@ attn::Dims dims(const char* op, int B, int T_, int C, int NH, int NKV) {
   if (hs % 8 != 0 || hs > 128)
     throw std::invalid_argument(std::string(op) + ": head size hs = C/NH = " + std::to_string(hs) +
                                 " is not supported (a multiple of 8 up to 128)");
-  return {B, T_, C, NH, NKV, hs, 1.0f / std::sqrt(static_cast<float>(hs))};
+  return {B, T_, C, NH, NKV, hs, attention_scale(opt, hs), attention_window(opt, T_)};
 }
 
 // The bf16 kernels copy 16 bytes at a time: every row start is 16-byte aligned once the base is
@@ -61,8 +61,9 @@ void require_aligned(const char* op, const char* name, const void* p) {
 }  // namespace
 
 template <class T>
-void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, int NKV, cudaStream_t s) {
-  const attn::Dims d = dims("attention_forward", B, T_, C, NH, NKV);
+void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, int NKV,
+                       const AttentionOptions& opt, cudaStream_t s) {
+  const attn::Dims d = dims("attention_forward", B, T_, C, NH, NKV, opt);
   if (B == 0 || T_ == 0) return;
   if constexpr (std::is_same_v<T, float>) {
     attn::forward_fma(out, lse, qkv, d, s);
@@ -75,8 +76,8 @@ void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, i
 
 template <class T>
 void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse, int B,
-                        int T_, int C, int NH, int NKV, cudaStream_t s) {
-  const attn::Dims d = dims("attention_backward", B, T_, C, NH, NKV);
+                        int T_, int C, int NH, int NKV, const AttentionOptions& opt, cudaStream_t s) {
+  const attn::Dims d = dims("attention_backward", B, T_, C, NH, NKV, opt);
   if (dqkv == nullptr || B == 0 || T_ == 0) return;
   if constexpr (std::is_same_v<T, bf16>) {
     require_aligned("attention_backward", "dqkv", dqkv);
@@ -87,15 +88,16 @@ void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, co
   row_dot_kernel<T><<<blocks_for(rows * 32, kRowDotThreads), kRowDotThreads, 0, s>>>(scratch, dout, out, B, T_, C,
                                                                                        NH, d.hs);
   check_launch("attention_backward rowsum(dout * out)");
-  const attn::BackwardArgs<T> a{dqkv, dout, qkv, lse, scratch, d.heads(), C, d.scale};
+  const attn::BackwardArgs<T> a{dqkv, dout, qkv, lse, scratch, d.heads(), C, d.scale, d.window};
   if constexpr (std::is_same_v<T, float>) attn::backward_fma(a, d, s);
   else attn::backward_mma(a, d, s);
 }
 
-#define ZT_INSTANTIATE(T)                                                                                         \
-  template void attention_forward<T>(T*, float*, const T*, int, int, int, int, int, cudaStream_t);                \
-  template void attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int, int, int, \
-                                      int, cudaStream_t);
+#define ZT_INSTANTIATE(T)                                                                                              \
+  template void attention_forward<T>(T*, float*, const T*, int, int, int, int, int, const AttentionOptions&,           \
+                                     cudaStream_t);                                                                    \
+  template void attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int, int, int, int, \
+                                      const AttentionOptions&, cudaStream_t);
 ZT_INSTANTIATE(float)
 ZT_INSTANTIATE(bf16)
 #undef ZT_INSTANTIATE

@@ -1,7 +1,9 @@
 // What the attention files share (kernels/cuda/attention*.cu): the checked sizes, and the
 // launchers behind the public ops of kernels.hpp. Legend: B batch, T sequence, NH query heads,
 // NKV key/value heads (NH % NKV == 0), hs the head size, C = NH*hs; qkv (B,T,(NH+2*NKV)*hs), out
-// and dout (B,T,C), lse and D (B,NH,T).
+// and dout (B,T,C), lse and D (B,NH,T). Query t sees the keys s with t - window < s <= t ([Note:
+// sliding window] in kernels/attention_options.hpp; window = T without one), so a key tile before
+// the window of every row of a query tile is skipped, and a row's scores are masked on both edges.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,9 +28,14 @@ struct Heads {
 
 struct Dims {
   int B, T, C, NH, NKV, hs;
-  float scale;  // 1/sqrt(hs)
+  float scale;  // attention_scale: 1/sqrt(hs) unless the caller gave one
+  int window;   // attention_window: 1..T
   Heads heads() const { return {T, NH, NKV, hs}; }
 };
+
+// The first key of a window of `window` keys ending at query row `row` (0 where it reaches back
+// past the start).
+__host__ __device__ inline int window_start(int row, int window) { return row - window + 1 > 0 ? row - window + 1 : 0; }
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -44,6 +51,7 @@ template <class S> struct BackwardArgs {
   Heads L;
   int C;
   float scale;
+  int window;
 };
 
 // Kernels that want more than the default 48 KiB of dynamic shared memory must say so first.

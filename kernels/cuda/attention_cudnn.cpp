@@ -14,7 +14,6 @@
 #define CUDNN_FRONTEND_SKIP_JSON_LIB
 #include <cudnn_frontend.h>
 
-#include <cmath>
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -37,14 +36,19 @@ void check_cudnn(cudnnStatus_t st, const char* what) {
 // The tensors' ids in a graph's variant pack.
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
+// A graph's shape and options: scale as attention_scale gives it, window as attention_window
+// (T: none).
 struct Shape {
   bool backward;
   int B, T, NH, NKV, hs;
+  float scale;
+  int window;
   auto operator<=>(const Shape&) const = default;
   int64_t ld() const { return int64_t{NH + 2 * NKV} * hs; }
   std::string str() const {
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
-           " NKV=" + std::to_string(NKV) + " hs=" + std::to_string(hs);
+           " NKV=" + std::to_string(NKV) + " hs=" + std::to_string(hs) + " scale=" + std::to_string(scale) +
+           (window < T ? " window=" + std::to_string(window) : "");
   }
 };
 
@@ -86,18 +90,19 @@ std::shared_ptr<fe::graph::Graph> make_graph(const Shape& s, cudnnHandle_t handl
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   const int64_t ld = s.ld(), C = int64_t{s.NH} * s.hs;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.hs));
   auto q = input_heads(*g, "Q", kQ, s, s.NH, ld), k = input_heads(*g, "K", kK, s, s.NKV, ld),
        v = input_heads(*g, "V", kV, s, s.NKV, ld);
   // Causal: key j is seen by query i when j <= i (the diagonal band's right bound 0, aligned
-  // top-left, Q and K being the same length).
+  // top-left, Q and K being the same length); with a window also when j + window > i (its left
+  // bound). No left bound without one, so that the graph is the one it always was.
   if (!s.backward) {
     auto opts = fe::graph::SDPA_attributes()
                     .set_name("attention_forward")
                     .set_generate_stats(true)
-                    .set_attn_scale(scale)
+                    .set_attn_scale(s.scale)
                     .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
                     .set_diagonal_band_right_bound(0);
+    if (s.window < s.T) opts.set_diagonal_band_left_bound(s.window);
     auto [o, stats] = g->sdpa(q, k, v, opts);
     as_heads(*o, kO, s, s.NH, C).set_output(true);
     as_stats(*stats, s).set_output(true);
@@ -109,10 +114,11 @@ std::shared_ptr<fe::graph::Graph> make_graph(const Shape& s, cudnnHandle_t handl
     // Deterministic: the offload and checkpoint tests compare runs bit for bit.
     auto opts = fe::graph::SDPA_backward_attributes()
                     .set_name("attention_backward")
-                    .set_attn_scale(scale)
+                    .set_attn_scale(s.scale)
                     .set_deterministic_algorithm(true)
                     .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
                     .set_diagonal_band_right_bound(0);
+    if (s.window < s.T) opts.set_diagonal_band_left_bound(s.window);
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opts);
     as_heads(*dq, kDQ, s, s.NH, ld).set_output(true);
     as_heads(*dk, kDK, s, s.NKV, ld).set_output(true);
@@ -149,13 +155,13 @@ Context& context() {
   return *c;
 }
 
-Shape shape_of(bool backward, int B, int T, int C, int NH, int NKV) {
+Shape shape_of(bool backward, int B, int T, int C, int NH, int NKV, const AttentionOptions& opt) {
   const char* op = backward ? "cudnn attention_backward" : "cudnn attention_forward";
   if (B <= 0 || T <= 0 || NH <= 0 || C <= 0 || C % NH != 0 || NKV <= 0 || NH % NKV != 0)
     throw std::invalid_argument(std::string(op) + ": B = " + std::to_string(B) + ", T = " + std::to_string(T) +
                                 ", C = " + std::to_string(C) + " over NH = " + std::to_string(NH) +
                                 " query heads and NKV = " + std::to_string(NKV) + " key/value heads do not fit");
-  return {backward, B, T, NH, NKV, C / NH};
+  return {backward, B, T, NH, NKV, C / NH, attention_scale(opt, C / NH), attention_window(opt, T)};
 }
 
 void run(const Shape& s, std::unordered_map<int64_t, void*>& pack, const Workspace& workspace, cudaStream_t st) {
@@ -190,16 +196,17 @@ void add_heads(std::unordered_map<int64_t, void*>& pack, Uid q, Uid k, Uid v, co
 bool available() { return true; }
 
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int NKV,
-                       const Workspace& workspace, cudaStream_t s) {
-  const Shape sh = shape_of(false, B, T, C, NH, NKV);
+                       const AttentionOptions& opt, const Workspace& workspace, cudaStream_t s) {
+  const Shape sh = shape_of(false, B, T, C, NH, NKV, opt);
   std::unordered_map<int64_t, void*> pack{{kO, out}, {kStats, lse}};
   add_heads(pack, kQ, kK, kV, qkv, sh);
   run(sh, pack, workspace, s);
 }
 
-void attention_backward(bf16* grad, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
-                        int T, int C, int NH, int NKV, const Workspace& workspace, cudaStream_t s) {
-  const Shape sh = shape_of(true, B, T, C, NH, NKV);
+void attention_backward(bf16* grad, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B, int T,
+                        int C, int NH, int NKV, const AttentionOptions& opt, const Workspace& workspace,
+                        cudaStream_t s) {
+  const Shape sh = shape_of(true, B, T, C, NH, NKV, opt);
   std::unordered_map<int64_t, void*> pack{
       {kO, const_cast<bf16*>(out)}, {kDO, const_cast<bf16*>(dout)}, {kStats, const_cast<float*>(lse)}};
   add_heads(pack, kQ, kK, kV, qkv, sh);

@@ -19,12 +19,13 @@ namespace {
 
 bool available() { return false; }
 
-void attention_forward(bf16*, float*, const bf16*, int, int, int, int, int, const Workspace&, cudaStream_t) {
+void attention_forward(bf16*, float*, const bf16*, int, int, int, int, int, const AttentionOptions&, const Workspace&,
+                       cudaStream_t) {
   absent();
 }
 
 void attention_backward(bf16*, const bf16*, const bf16*, const bf16*, const float*, int, int, int, int, int,
-                        const Workspace&, cudaStream_t) {
+                        const AttentionOptions&, const Workspace&, cudaStream_t) {
   absent();
 }
 

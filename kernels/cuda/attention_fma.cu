@@ -62,7 +62,7 @@ __device__ __forceinline__ void store_row(float* dst, const float (&acc)[kCols],
 
 // grid (B*NH, ceil(T/32)), y counting down the query tiles (the longest first).
 __global__ void __launch_bounds__(kFmaThreads)
-    forward_kernel(float* out, float* lse, const float* qkv, Heads L, int C, float scale) {
+    forward_kernel(float* out, float* lse, const float* qkv, Heads L, int C, float scale, int window) {
   const int T = L.T, hs = L.hs;
   extern __shared__ float fsmem[];
   const int hp = hs + 1;
@@ -82,11 +82,11 @@ __global__ void __launch_bounds__(kFmaThreads)
 
   float m[kRowsPerWarp], l[kRowsPerWarp], o[kRowsPerWarp][kCols];
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    m[i] = -INFINITY;  // tile 0's key 0 precedes every row, so m is finite after it
+    m[i] = -INFINITY;  // until the row's first key; without a window tile 0's key 0, so after it
     l[i] = 0.f;
     for (int c = 0; c < kCols; ++c) o[i][c] = 0.f;
   }
-  for (int j = 0; j < n_tiles; ++j) {
+  for (int j = window_start(q0, window) / kTile; j < n_tiles; ++j) {
     const int k0 = j * kTile, key = k0 + lane;
     __syncthreads();  // the last tile's readers are done
     load_rows(sk, hp, k, ld, k0, T, hs);
@@ -96,9 +96,11 @@ __global__ void __launch_bounds__(kFmaThreads)
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int r = warp * kRowsPerWarp + i, row = q0 + r;
       // keys past T are later than every real row
-      const float s = key <= row ? dot(sq + r * hs, sk + lane * hp, hs) * scale : -INFINITY;
+      const float s = key <= row && key > row - window ? dot(sq + r * hs, sk + lane * hp, hs) * scale : -INFINITY;
       const float mx = fmaxf(m[i], warp_max(s));
-      const float corr = expf(m[i] - mx), p = expf(s - mx);
+      // A row whose window starts past this tile has no key yet (mx -inf): it adds nothing.
+      const float base = mx == -INFINITY ? 0.f : mx;
+      const float corr = expf(m[i] - base), p = expf(s - base);
       m[i] = mx;
       l[i] = l[i] * corr + warp_sum(p);
 #pragma unroll
@@ -117,7 +119,8 @@ __global__ void __launch_bounds__(kFmaThreads)
 
 // dK, dV of the 32 keys [k0, k0+32) of one (b, kv head) (4 per warp): the CTA visits, for each
 // query head of the group in turn, the query tiles from the one holding k0 on, so the group's sum
-// is formed in registers in head order; lane j takes query r0 + j. grid (B*NKV, ceil(T/32)).
+// is formed in registers in head order; lane j takes query r0 + j, up to the last query whose
+// window holds one of the keys. grid (B*NKV, ceil(T/32)).
 __global__ void __launch_bounds__(kFmaThreads) dkdv_kernel(const BackwardArgs<float> a) {
   const Heads L = a.L;
   const int T = L.T, C = a.C, hs = L.hs;
@@ -142,7 +145,7 @@ __global__ void __launch_bounds__(kFmaThreads) dkdv_kernel(const BackwardArgs<fl
     const int bh = b * L.NH + h;
     const float* q = a.qkv + L.q(b, h);
     const float* dy = a.dout + size_t(b) * T * C + size_t(h) * hs;
-    for (int i = k0 / kTile; i * kTile < T; ++i) {
+    for (int i = k0 / kTile; i * kTile < min(T, k0 + kTile - 1 + a.window); ++i) {
       const int r0 = i * kTile, query = r0 + lane;
       __syncthreads();
       load_rows(sq, hp, q, ld, r0, T, hs);
@@ -157,7 +160,7 @@ __global__ void __launch_bounds__(kFmaThreads) dkdv_kernel(const BackwardArgs<fl
         const int kr = warp * kRowsPerWarp + kk;
         const float s = dot(sk + kr * hs, sq + lane * hp, hs);
         const float dp = dot(sv + kr * hs, sdo + lane * hp, hs);
-        const float p = query >= k0 + kr ? expf(s * a.scale - sl[lane]) : 0.f;
+        const float p = query >= k0 + kr && query < k0 + kr + a.window ? expf(s * a.scale - sl[lane]) : 0.f;
         const float ds = p * (dp - sd[lane]);
         add_weighted_rows(dv[kk], p, sdo, hp, hs, lane);
         add_weighted_rows(dk[kk], ds, sq, hp, hs, lane);
@@ -175,7 +178,7 @@ __global__ void __launch_bounds__(kFmaThreads) dkdv_kernel(const BackwardArgs<fl
 }
 
 // dQ of the 32 query rows [q0, q0+32) of one (b, h) (4 per warp) over the key tiles at or before
-// them; lane j takes key k0 + j. grid (B*NH, ceil(T/32)), y counting down.
+// them within their windows; lane j takes key k0 + j. grid (B*NH, ceil(T/32)), y counting down.
 __global__ void __launch_bounds__(kFmaThreads) dq_kernel(const BackwardArgs<float> a) {
   const Heads L = a.L;
   const int T = L.T, C = a.C, hs = L.hs;
@@ -203,7 +206,7 @@ __global__ void __launch_bounds__(kFmaThreads) dq_kernel(const BackwardArgs<floa
     dr[i] = row < T ? a.D[size_t(bh) * T + row] : 0.f;
   }
   const int n_tiles = (min(q0 + kTile, T) - 1) / kTile + 1;
-  for (int j = 0; j < n_tiles; ++j) {
+  for (int j = window_start(q0, a.window) / kTile; j < n_tiles; ++j) {
     const int k0 = j * kTile, key = k0 + lane;
     __syncthreads();
     load_rows(sk, hp, k, ld, k0, T, hs);
@@ -211,10 +214,10 @@ __global__ void __launch_bounds__(kFmaThreads) dq_kernel(const BackwardArgs<floa
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
-      const int r = warp * kRowsPerWarp + i;
+      const int r = warp * kRowsPerWarp + i, row = q0 + r;
       const float s = dot(sq + r * hs, sk + lane * hp, hs);
       const float dp = dot(sdo + r * hs, sv + lane * hp, hs);
-      const float p = key <= q0 + r ? expf(s * a.scale - lr[i]) : 0.f;
+      const float p = key <= row && key > row - a.window ? expf(s * a.scale - lr[i]) : 0.f;
       const float ds = p * (dp - dr[i]);
       add_weighted_rows(dq[i], ds, sk, hp, hs, lane);
     }
@@ -235,7 +238,7 @@ dim3 fma_grid(const Dims& d, int heads) { return dim3(unsigned(d.B * heads), uns
 void forward_fma(float* out, float* lse, const float* qkv, const Dims& d, cudaStream_t s) {
   const size_t smem = size_t(kTile) * (3 * d.hs + 1) * sizeof(float);
   allow_smem(forward_kernel, smem);
-  forward_kernel<<<fma_grid(d, d.NH), kFmaThreads, smem, s>>>(out, lse, qkv, d.heads(), d.C, d.scale);
+  forward_kernel<<<fma_grid(d, d.NH), kFmaThreads, smem, s>>>(out, lse, qkv, d.heads(), d.C, d.scale, d.window);
   check_launch("attention_forward (f32)");
 }
 

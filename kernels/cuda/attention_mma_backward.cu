@@ -21,7 +21,8 @@ namespace {
 
 // dK, dV of kv head `kv` (its columns of dqkv) += for the 64 keys [k0, k0+64) of one (b, kv):
 // for each query head of the group in turn, the CTA visits the query tiles from the one holding
-// k0 to the last, so the group's sum is formed in registers in head order (no atomics). Each warp
+// k0 to the last whose rows' windows reach one of the keys, so the group's sum is formed in
+// registers in head order (no atomics). Each warp
 // owns 16 keys and forms the transposed tiles S^T = K Q^T and dP^T = V dout^T (keys x queries),
 // so that P^T and dS^T are already the A operands of dV += P^T dout and dK += dS^T Q.
 // grid (B*NKV, ceil(T/64)).
@@ -67,7 +68,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BackwardArgs<bf16>
     };
     // The own K and V tiles, copied above, land with the first head's first query tile; every
     // head's pass ends at a barrier, so the next head's copies refill slots no thread still reads.
-    stream_tiles(k0 / BR, (T + BR - 1) / BR, load_queries, [&](int i, int stage) {
+    const int last = min(T, k0 + BC - 1 + a.window);  // past the last query that sees a key here
+    stream_tiles(k0 / BR, (last + BR - 1) / BR, load_queries, [&](int i, int stage) {
       const int r0 = i * BR;
       const bf16* qs = sq + stage * BR * LD;
       const bf16* dos = sdo + stage * BR * LD;
@@ -78,16 +80,17 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BackwardArgs<bf16>
       mma_abt<BR, HSP, LD>(p, sk + cta.warp * 16 * LD, qs, cta.lane);
       mma_abt<BR, HSP, LD>(dp, sv + cta.warp * 16 * LD, dos, cta.lane);
       // P^T, masked where the query precedes the key (keys past T: only in the last key tile,
-      // which every query tile it visits overlaps, so `diag` holds and real queries mask them).
-      // The mask is applied after exp2: a masked score may overflow, and is then replaced.
-      const bool diag = r0 < k0 + BC;
+      // which every query tile it visits overlaps, so `diag` holds and real queries mask them)
+      // and, where `edge`, where the key is before the query's window. The mask is applied after
+      // exp2: a masked score may overflow, and is then replaced.
+      const bool diag = r0 < k0 + BC, edge = r0 + BR - 1 - k0 >= a.window;
 #pragma unroll
       for (int n = 0; n < BR / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int col = n * 8 + 2 * cta.t + (e & 1);
+          const int col = n * 8 + 2 * cta.t + (e & 1), key = e < 2 ? key_a : key_b;
           float x = exp2f(p[n][e] * sl2 - ls[col]);
-          if (diag && r0 + col < (e < 2 ? key_a : key_b)) x = 0.f;
+          if ((diag && r0 + col < key) || (edge && r0 + col >= key + a.window)) x = 0.f;
           p[n][e] = x;
           dp[n][e] = x * (dp[n][e] - ds[col]);  // dS^T
         }
@@ -101,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const BackwardArgs<bf16>
 }
 
 // dQ (query head h's columns of dqkv) += for the 64 query rows [q0, q0+64) of one (b, h), over
-// the key tiles of h's kv head at or before them; each warp owns 16 rows. grid (B*NH, ceil(T/64)),
+// the key tiles of h's kv head at or before them within their windows; each warp owns 16 rows. grid (B*NH, ceil(T/64)),
 // y counting down as in the forward.
 template <int HSP>
 __global__ void __launch_bounds__(kThreads) dq_kernel(const BackwardArgs<bf16> a) {
@@ -130,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const BackwardArgs<bf16> a
 
   load_tile<BR, HSP>(sq, a.qkv + L.q(cta.b, h) + q0 * ld, ld, T - q0, hs);
   load_tile<BR, HSP>(sdo, a.dout + (size_t(cta.b) * T + q0) * C + size_t(h) * hs, size_t(C), T - q0, hs);
-  stream_tiles(0, (min(q0 + BR, T) - 1) / BC + 1,
+  stream_tiles(window_start(q0, a.window) / BC, (min(q0 + BR, T) - 1) / BC + 1,
                kv_loader<BC, HSP>(sk, sv, a.qkv + L.k(cta.b, kv), a.qkv + L.v(cta.b, kv), ld, T, hs),
                [&](int j, int stage) {
     const int k0 = j * BC;
@@ -138,15 +141,16 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const BackwardArgs<bf16> a
     float p[BC / 8][4] = {}, dp[BC / 8][4] = {};
     mma_abt<BC, HSP, LD>(p, sq + cta.warp * 16 * LD, ks, cta.lane);
     mma_abt<BC, HSP, LD>(dp, sdo + cta.warp * 16 * LD, sv + stage * BC * LD, cta.lane);
-    const bool diag = k0 + BC > q0;  // as in the forward
+    const bool diag = k0 + BC > q0, edge = k0 <= q0 + BR - 1 - a.window;  // as in the forward
 #pragma unroll
     for (int n = 0; n < BC / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + n * 8 + 2 * cta.t + (e & 1);
         const bool lower = e >= 2;  // row b
+        const int row = lower ? row_b : row_a;
         float x = exp2f(p[n][e] * sl2 - (lower ? l_b : l_a));
-        if (diag && key > (lower ? row_b : row_a)) x = 0.f;
+        if ((diag && key > row) || (edge && key <= row - a.window)) x = 0.f;
         dp[n][e] = x * (dp[n][e] - (lower ? d_b : d_a));  // dS
       }
     mma_pb<HSP, BC, LD>(dq, dp, ks, cta.lane);

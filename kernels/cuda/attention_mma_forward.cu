@@ -1,7 +1,8 @@
 // bf16 causal attention forward on the tensor cores, FlashAttention-2 style: a CTA owns 64 query
 // rows of one (b, h), 16 per warp, and streams the keys and values of h's kv head at the rows at
 // or before them through shared memory 64 at a time; each warp keeps a running max and sum per
-// row (online softmax) and its 16 x hs output in registers, so the T x T scores never exist.
+// row (online softmax) and its 16 x hs output in registers, so the T x T scores never exist. With
+// a sliding window the key tiles start at the first one the tile's first row sees.
 // Legend: kernels/cuda/attention.cuh.
 #include <cmath>
 
@@ -14,7 +15,7 @@ namespace {
 // grid (B*NH, ceil(T/64)); y counts down the query tiles so the longest (last) run first.
 template <int HSP>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(bf16* out, float* lse, const bf16* qkv, Heads L, int C, float scale) {
+    forward_kernel(bf16* out, float* lse, const bf16* qkv, Heads L, int C, float scale, int window) {
   const int T = L.T, hs = L.hs;
   using G = Geometry<HSP>;
   constexpr int LD = G::kLd, BR = kOwnRows, BC = G::kFwdStream;
@@ -36,8 +37,9 @@ __global__ void __launch_bounds__(kThreads)
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
 
   load_tile<BR, HSP>(sq, q + q0 * ld, ld, T - q0, hs);
-  // Key tiles up to the one holding the last real row of this query tile.
-  stream_tiles(0, (min(q0 + BR, T) - 1) / BC + 1,
+  // Key tiles from the one holding the first row's first key up to the one holding the last real
+  // row of this query tile.
+  stream_tiles(window_start(q0, window) / BC, (min(q0 + BR, T) - 1) / BC + 1,
                kv_loader<BC, HSP>(sk, sv, qkv + L.k(cta.b, L.kv_of(h)), qkv + L.v(cta.b, L.kv_of(h)), ld, T, hs),
                [&](int j, int stage) {
     const int k0 = j * BC;
@@ -45,17 +47,19 @@ __global__ void __launch_bounds__(kThreads)
     mma_abt<BC, HSP, LD>(s, sq + cta.warp * 16 * LD, sk + stage * BC * LD, cta.lane);
 
     // The causal mask. Keys past T sit only in the last tile, which always overlaps the query
-    // tile (so `diag` holds), and are in the future of every real row. Key 0 of tile 0 is in
-    // every row's past, so each running max is finite from the first tile on.
-    const bool diag = k0 + BC > q0;
+    // tile (so `diag` holds), and are in the future of every real row. `edge`: the window's start
+    // falls inside this tile for some row, which then masks the keys before it. Without a window
+    // key 0 of tile 0 is in every row's past, so each running max is finite from the first tile
+    // on; with one a row may see no key of a tile, its max stays -inf and the tile adds nothing.
+    const bool diag = k0 + BC > q0, edge = k0 <= q0 + BR - 1 - window;
     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
     for (int n = 0; n < BC / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = k0 + n * 8 + 2 * cta.t + (e & 1);
+        const int key = k0 + n * 8 + 2 * cta.t + (e & 1), row = e < 2 ? row_a : row_b;
         float x = s[n][e] * sl2;
-        if (diag && key > (e < 2 ? row_a : row_b)) x = -INFINITY;
+        if ((diag && key > row) || (edge && key <= row - window)) x = -INFINITY;
         s[n][e] = x;
         if (e < 2) mx_a = fmaxf(mx_a, x);
         else mx_b = fmaxf(mx_b, x);
@@ -66,7 +70,8 @@ __global__ void __launch_bounds__(kThreads)
       mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, w));
     }
     const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);
-    const float c_a = exp2f(m_a - new_a), c_b = exp2f(m_b - new_b);
+    const float base_a = new_a == -INFINITY ? 0.f : new_a, base_b = new_b == -INFINITY ? 0.f : new_b;
+    const float c_a = exp2f(m_a - base_a), c_b = exp2f(m_b - base_b);
     m_a = new_a;
     m_b = new_b;
     l_a *= c_a;
@@ -80,10 +85,10 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int n = 0; n < BC / 8; ++n) {
-      s[n][0] = exp2f(s[n][0] - m_a);
-      s[n][1] = exp2f(s[n][1] - m_a);
-      s[n][2] = exp2f(s[n][2] - m_b);
-      s[n][3] = exp2f(s[n][3] - m_b);
+      s[n][0] = exp2f(s[n][0] - base_a);
+      s[n][1] = exp2f(s[n][1] - base_a);
+      s[n][2] = exp2f(s[n][2] - base_b);
+      s[n][3] = exp2f(s[n][3] - base_b);
       l_a += s[n][0] + s[n][1];
       l_b += s[n][2] + s[n][3];
     }
@@ -109,7 +114,7 @@ void forward(bf16* out, float* lse, const bf16* qkv, const Dims& d, cudaStream_t
   constexpr size_t smem = size_t(kOwnRows + 4 * G::kFwdStream) * G::kLd * sizeof(bf16);
   allow_smem(forward_kernel<HSP>, smem);
   const dim3 grid(unsigned(d.B * d.NH), unsigned((d.T + kOwnRows - 1) / kOwnRows));
-  forward_kernel<HSP><<<grid, kThreads, smem, s>>>(out, lse, qkv, d.heads(), d.C, d.scale);
+  forward_kernel<HSP><<<grid, kThreads, smem, s>>>(out, lse, qkv, d.heads(), d.C, d.scale, d.window);
   check_launch("attention_forward (bf16 mma)");
 }
 

@@ -115,21 +115,21 @@ class CudaBackend final : public Backend {
                                   stats(mean), stats(rstd), N, C, ptr<float>(scratch), stream());
     });
   }
-  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
-                       float eps) const override {
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight, float eps,
+                       float offset) const override {
     by_dtype("rmsnorm_forward", x.dtype(), {&out, &weight}, [&]<class T>(T) {
       cuda::rmsnorm_forward<T>(ptr<T>(out), stats(rstd), ptr<T>(x), ptr<T>(weight), rows_of(x), dim_of(x, -1), eps,
-                               stream());
+                               offset, stream());
     });
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout, const Tensor& x,
-                        const Tensor& weight, const Tensor& rstd) const override {
+                        const Tensor& weight, const Tensor& rstd, float offset) const override {
     const int N = rows_of(x), C = dim_of(x, -1);
     const Tensor scratch =
         dweight.defined() ? scratch_bytes(x, cuda::rmsnorm_backward_scratch_floats(N, C) * sizeof(float)) : Tensor();
     by_dtype("rmsnorm_backward", x.dtype(), {&dx, &dweight, &dout, &weight}, [&]<class T>(T) {
       cuda::rmsnorm_backward<T>(ptr<T>(dx), ptr<T>(dweight), ptr<T>(dout), ptr<T>(x), ptr<T>(weight), stats(rstd), N, C,
-                                ptr<float>(scratch), stream());
+                                offset, ptr<float>(scratch), stream());
     });
   }
   void matmul_forward(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) const override {
@@ -145,24 +145,25 @@ class CudaBackend final : public Backend {
                                rows_of(x), dim_of(x, -1), dim_of(weight, 0), stream());
     });
   }
-  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head,
-                           AttentionKernel kernel) const override {
+  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int n_kv_head, AttentionKernel kernel,
+                           const AttentionOptions& opt) const override {
     const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1), C = dim_of(out, -1);
     Tensor lse = Tensor::empty({B, n_head, T_}, DType::f32, MemCategory::activations, qkv.allocator());
     if (kernel == AttentionKernel::cudnn) {
       require_bf16_for_cudnn("attention_forward", {&out, &qkv});
       std::vector<Tensor> workspace;
-      cuda::cudnn::attention_forward(ptr<bf16>(out), ptr<float>(lse), ptr<bf16>(qkv), B, T_, C, n_head, n_kv_head,
+      cuda::cudnn::attention_forward(ptr<bf16>(out), ptr<float>(lse), ptr<bf16>(qkv), B, T_, C, n_head, n_kv_head, opt,
                                      workspace_from(qkv, workspace), stream());
       return lse;
     }
     by_dtype("attention_forward", qkv.dtype(), {&out}, [&]<class T>(T) {
-      cuda::attention_forward<T>(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), B, T_, C, n_head, n_kv_head, stream());
+      cuda::attention_forward<T>(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), B, T_, C, n_head, n_kv_head, opt, stream());
     });
     return lse;
   }
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                          const Tensor& lse, int n_head, int n_kv_head, AttentionKernel kernel) const override {
+                          const Tensor& lse, int n_head, int n_kv_head, AttentionKernel kernel,
+                          const AttentionOptions& opt) const override {
     const int B = dim_of(qkv, 0), T_ = dim_of(qkv, 1), C = dim_of(out, -1);
     if (kernel == AttentionKernel::cudnn) {
       if (!dqkv.defined()) return;
@@ -171,14 +172,14 @@ class CudaBackend final : public Backend {
       const Tensor grad = Tensor::empty(qkv.shape(), DType::bf16, MemCategory::activations, qkv.allocator());
       std::vector<Tensor> workspace;
       cuda::cudnn::attention_backward(ptr<bf16>(grad), ptr<bf16>(dout), ptr<bf16>(qkv), ptr<bf16>(out), stats(lse), B,
-                                      T_, C, n_head, n_kv_head, workspace_from(qkv, workspace), stream());
+                                      T_, C, n_head, n_kv_head, opt, workspace_from(qkv, workspace), stream());
       cuda::residual_backward<bf16>(ptr<bf16>(dqkv), nullptr, ptr<bf16>(grad), count_of(grad), stream());
       return;
     }
     const Tensor scratch = scratch_bytes(qkv, static_cast<size_t>(B) * n_head * T_ * sizeof(float));
     by_dtype("attention_backward", qkv.dtype(), {&dqkv, &dout, &out}, [&]<class T>(T) {
-      cuda::attention_backward<T>(ptr<T>(dqkv), ptr<float>(scratch), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out),
-                                  stats(lse), B, T_, C, n_head, n_kv_head, stream());
+      cuda::attention_backward<T>(ptr<T>(dqkv), ptr<float>(scratch), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out), stats(lse),
+                                  B, T_, C, n_head, n_kv_head, opt, stream());
     });
   }
   void gelu_forward(const Tensor& out, const Tensor& x) const override {
@@ -199,6 +200,17 @@ class CudaBackend final : public Backend {
     if (!dx.defined()) return;
     by_dtype("swiglu_backward", x.dtype(), {&dx, &dout}, [&]<class T>(T) {
       cuda::swiglu_backward<T>(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), rows_of(x), dim_of(x, -1) / 2, stream());
+    });
+  }
+  void geglu_forward(const Tensor& out, const Tensor& x) const override {
+    by_dtype("geglu_forward", x.dtype(), {&out}, [&]<class T>(T) {
+      cuda::geglu_forward<T>(ptr<T>(out), ptr<T>(x), rows_of(x), dim_of(x, -1) / 2, stream());
+    });
+  }
+  void geglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
+    if (!dx.defined()) return;
+    by_dtype("geglu_backward", x.dtype(), {&dx, &dout}, [&]<class T>(T) {
+      cuda::geglu_backward<T>(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), rows_of(x), dim_of(x, -1) / 2, stream());
     });
   }
   void rope_forward(const Tensor& out, const Tensor& qkv, const Tensor& inv_freq, int n_head,

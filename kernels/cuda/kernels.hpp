@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/attention_options.hpp"
 #include "tensor/cuda_stream.hpp"
 #include "tensor/dtype.hpp"
 
@@ -67,11 +68,13 @@ template <class T>
 void fused_residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, const T* a, const T* b,
                                       const T* weight, const T* bias, int N, int C, cudaStream_t s);
 
-// ---- the Llama family's RMSNorm, SwiGLU and rotary embedding (kernels/cpu/kernels.hpp has the
-// math and layouts) ----
-// RMSNorm over rows of (N,C): out = x * rstd * weight, rstd (N) f32 = 1 / sqrt(mean(x^2) + eps).
+// ---- the Llama family's RMSNorm, SwiGLU and rotary embedding, and Gemma's GeGLU
+// (kernels/cpu/kernels.hpp has the math and layouts) ----
+// RMSNorm over rows of (N,C): out = x * rstd * (weight + offset), rstd (N) f32 = 1 / sqrt(mean(x^2)
+// + eps); offset 0 for Llama, 1 for Gemma.
 template <class T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps, cudaStream_t s);
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps, float offset,
+                     cudaStream_t s);
 // dweight sums over the N rows in per-block partials added in a fixed order, as layernorm's (the
 // result repeats bit for bit): `scratch` holds rmsnorm_backward_scratch_floats(N, C) floats of
 // device memory, unused (may be null) when dweight is null; std::invalid_argument if dweight is
@@ -79,13 +82,18 @@ void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, 
 size_t rmsnorm_backward_scratch_floats(int N, int C);
 template <class T>
 void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int N,
-                      int C, float* scratch, cudaStream_t s);
+                      int C, float offset, float* scratch, cudaStream_t s);
 // SwiGLU: inp (N,2F) rows [gate | up], out (N,F) = silu(gate) * up; dinp (N,2F) += both halves'
 // gradients.
 template <class T>
 void swiglu_forward(T* out, const T* inp, int N, int F, cudaStream_t s);
 template <class T>
 void swiglu_backward(T* dinp, const T* inp, const T* dout, int N, int F, cudaStream_t s);
+// GeGLU: the same with gelu (tanh approximation) for silu.
+template <class T>
+void geglu_forward(T* out, const T* inp, int N, int F, cudaStream_t s);
+template <class T>
+void geglu_backward(T* dinp, const T* inp, const T* dout, int N, int F, cudaStream_t s);
 // Rotary embedding (rotate-half) of qkv (B,T,(NH+2*NKV)*hs)'s NH query and NKV key heads at each
 // position t, angle = t * inv_freq[i] (inv_freq (hs/2) f32, device memory); the NKV value heads
 // pass through. The angles are the CPU's f32 products and their sines and cosines the accurate
@@ -144,17 +152,19 @@ void dropout_backward(T* dx, const T* dout, size_t n, uint64_t seed, uint32_t th
 // reading kv head h / (NH/NKV), as on the CPU: qkv (B,T,(NH+2*NKV)*hs) holds the query heads, then
 // the key heads, then the value heads; out (B,T,C) with C = NH*hs; lse (B,NH,T) f32: each row's
 // logsumexp of the scaled scores, which the backward uses instead of the (B,NH,T,T) probabilities
-// the CPU twin keeps. The head size hs = C/NH must be a multiple of 8 up to 128 (64 is the fast
-// case), else std::invalid_argument; bf16 pointers must be 16-byte aligned (std::invalid_argument
-// otherwise).
+// the CPU twin keeps. `opt`: the scores' scale and a sliding window (kernels/attention_options.hpp);
+// the key tiles wholly outside a window are skipped. The head size hs = C/NH must be a multiple
+// of 8 up to 128 (64 is the fast case), else std::invalid_argument; bf16 pointers must be 16-byte
+// aligned (std::invalid_argument otherwise).
 template <class T>
-void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, int NKV, cudaStream_t s);
+void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, int NKV,
+                       const AttentionOptions& opt, cudaStream_t s);
 // dqkv (B,T,(NH+2*NKV)*hs) += d/dqkv, from dout, qkv and the forward's out and lse; a kv head's
 // gradient is the sum over its query heads, added in head order inside one CTA (no atomics).
 // scratch: B*NH*T floats of device memory the op overwrites (rowsum(dout * out) per row).
 template <class T>
 void attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse, int B,
-                        int T_, int C, int NH, int NKV, cudaStream_t s);
+                        int T_, int C, int NH, int NKV, const AttentionOptions& opt, cudaStream_t s);
 
 // ---- fused softmax cross-entropy over a padded vocabulary (logits (N,Vp), one part) ----
 // losses (N), lse (N) f32; returns nothing: the count of rows is counted on the host by the

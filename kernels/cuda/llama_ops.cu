@@ -1,11 +1,12 @@
-// The Llama family's ops: RMSNorm, SwiGLU and rotary position embeddings. Twins of
-// kernels/cpu/llama_ops.cpp, with the same formulas in f32.
+// The Llama family's ops: RMSNorm (Gemma's 1 + w as an offset), the gated MLPs' SwiGLU and
+// GeGLU, and rotary position embeddings. Twins of kernels/cpu/llama_ops.cpp, with the same
+// formulas in f32.
 //
 // RMSNorm is layernorm.cu's shape without the mean: the forward one warp per row (the row's sum
 // of squares, then the output, the second pass from L1); the backward one block per group of rows
 // (g, g+G, ...) with each thread owning fixed channel packs, so the block's dweight partial needs
 // no atomics, and a second kernel adding the G partials in block order (bit for bit repeatable).
-// SwiGLU is elementwise over (N,F), reading each row's gate and up halves of (N,2F). RoPE runs
+// SwiGLU and GeGLU are elementwise over (N,F), reading each row's gate and up halves of (N,2F). RoPE runs
 // one block per position: the position's h = hs/2 cosines and sines once into shared memory,
 // then every q and k head's pairs (x[i], x[i+h]) and the value heads' copy.
 // Each takes 16-byte packs where the widths (C, F, hs/2) and the pointers allow, single elements
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/vec.cuh"
 
 namespace zt::cuda {
@@ -23,14 +25,14 @@ namespace {
 constexpr int kRowsPerBlock = 8;      // rmsnorm forward: one warp each
 constexpr int kBackwardBlocks = 512;  // G, at most: per-block partials of dweight
 constexpr int kMaxBackwardThreads = 512;
-constexpr unsigned kThreads = 256;    // swiglu
+constexpr unsigned kThreads = 256;    // swiglu, geglu
 constexpr int kMaxRopeThreads = 256;  // rope: per position
 
 // ---- RMSNorm ----
 
 template <int W, class T>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
-    rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
+    rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps, float offset) {
   const int row = int(blockIdx.x) * kRowsPerBlock + int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   if (row >= N) return;  // whole warps leave together
   const T* x = inp + size_t(row) * C;
@@ -47,18 +49,18 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     load_f32<W>(v, x + c);
     load_f32<W>(w, weight + c);
 #pragma unroll
-    for (int j = 0; j < W; ++j) v[j] = v[j] * s * w[j];
+    for (int j = 0; j < W; ++j) v[j] = v[j] * s * (w[j] + offset);
     store_f32<W>(out + size_t(row) * C + c, v);
   }
   if (lane == 0) rstd[row] = s;
 }
 
-// With n = x * rstd: dinp += rstd * (w*d - n * mean(w*d*n)); partial (G, C): block g's sums of
-// d * n over its rows (null when dweight is not wanted). Dynamic shared memory: C floats, the
-// same sums in progress.
+// With n = x * rstd and w' = w + offset: dinp += rstd * (w'*d - n * mean(w'*d*n)); partial (G, C):
+// block g's sums of d * n over its rows (null when dweight is not wanted). Dynamic shared memory:
+// C floats, the same sums in progress.
 template <int W, class T>
 __global__ void rmsnorm_backward_kernel(T* dinp, float* partial, const T* dout, const T* inp, const T* weight,
-                                        const float* rstd, int N, int C) {
+                                        const float* rstd, int N, int C, float offset) {
   extern __shared__ float sums[];
   __shared__ float row_sums[2][32];  // [row parity][warp]
   const int packs = C / W, warps = int(blockDim.x / 32);
@@ -81,7 +83,7 @@ __global__ void rmsnorm_backward_kernel(T* dinp, float* partial, const T* dout, 
 #pragma unroll
       for (int j = 0; j < W; ++j) {
         const float norm = x[j] * s;
-        dot += w[j] * d[j] * norm;
+        dot += (w[j] + offset) * d[j] * norm;
         if (partial) sums[c + j] += norm * d[j];
       }
     }
@@ -104,7 +106,7 @@ __global__ void rmsnorm_backward_kernel(T* dinp, float* partial, const T* dout, 
 #pragma unroll
       for (int j = 0; j < W; ++j) {
         const float norm = x[j] * s;
-        di[j] += (w[j] * d[j] - norm * mean) * s;
+        di[j] += ((w[j] + offset) * d[j] - norm * mean) * s;
       }
       store_f32<W>(dinp + off + c, di);
     }
@@ -148,12 +150,30 @@ void allow_shared(const void* kernel, size_t bytes, int C) {
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), "rmsnorm_backward");
 }
 
-// ---- SwiGLU ----
+// ---- SwiGLU and GeGLU ----
+
+// The gates: value(g) is the activation, add_grads adds d * up * act'(g) into dg and d * act(g)
+// into du.
+struct Silu {
+  static __device__ __forceinline__ float value(float g) { return g / (1.0f + expf(-g)); }
+  static __device__ __forceinline__ void add_grads(float g, float up, float d, float& dg, float& du) {
+    const float sig = 1.0f / (1.0f + expf(-g));
+    dg += d * up * sig * (1.0f + g * (1.0f - sig));  // silu'(g) = sig (1 + g (1 - sig))
+    du += d * g * sig;
+  }
+};
+struct Gelu {  // the tanh approximation (gelu.cuh)
+  static __device__ __forceinline__ float value(float g) { return gelu(g); }
+  static __device__ __forceinline__ void add_grads(float g, float up, float d, float& dg, float& du) {
+    dg += d * up * gelu_grad(g);
+    du += d * gelu(g);
+  }
+};
 
 // Element i of (N,F) (and the W after it, in the same row): forward y = out (N,F); backward
 // y = dinp (N,2F), accumulated.
-template <int W, bool Backward, class T>
-__device__ __forceinline__ void swiglu_at(size_t i, T* y, const T* inp, const T* dout, size_t F) {
+template <class Gate, int W, bool Backward, class T>
+__device__ __forceinline__ void glu_at(size_t i, T* y, const T* inp, const T* dout, size_t F) {
   const size_t row = i / F, g = row * 2 * F + (i - row * F);
   float gate[W], up[W];
   load_f32<W>(gate, inp + g);
@@ -161,7 +181,7 @@ __device__ __forceinline__ void swiglu_at(size_t i, T* y, const T* inp, const T*
   if constexpr (!Backward) {
     float o[W];
 #pragma unroll
-    for (int j = 0; j < W; ++j) o[j] = gate[j] / (1.0f + expf(-gate[j])) * up[j];
+    for (int j = 0; j < W; ++j) o[j] = Gate::value(gate[j]) * up[j];
     store_f32<W>(y + i, o);
   } else {
     float d[W], dg[W], du[W];
@@ -169,33 +189,29 @@ __device__ __forceinline__ void swiglu_at(size_t i, T* y, const T* inp, const T*
     load_f32<W>(dg, y + g);
     load_f32<W>(du, y + g + F);
 #pragma unroll
-    for (int j = 0; j < W; ++j) {
-      const float sig = 1.0f / (1.0f + expf(-gate[j]));
-      dg[j] += d[j] * up[j] * sig * (1.0f + gate[j] * (1.0f - sig));  // silu'(g) = sig (1 + g (1 - sig))
-      du[j] += d[j] * gate[j] * sig;
-    }
+    for (int j = 0; j < W; ++j) Gate::add_grads(gate[j], up[j], d[j], dg[j], du[j]);
     store_f32<W>(y + g, dg);
     store_f32<W>(y + g + F, du);
   }
 }
 
 // W > 1 only where F % W == 0: a pack then never crosses a row and no element is left over.
-template <int W, bool Backward, class T>
-__global__ void swiglu_kernel(T* y, const T* inp, const T* dout, size_t n, size_t F) {
+template <class Gate, int W, bool Backward, class T>
+__global__ void glu_kernel(T* y, const T* inp, const T* dout, size_t n, size_t F) {
   grid_stride<W>(
-      n, [&](size_t i) { swiglu_at<W, Backward>(i, y, inp, dout, F); },
-      [&](size_t i) { swiglu_at<1, Backward>(i, y, inp, dout, F); });
+      n, [&](size_t i) { glu_at<Gate, W, Backward>(i, y, inp, dout, F); },
+      [&](size_t i) { glu_at<Gate, 1, Backward>(i, y, inp, dout, F); });
 }
 
-template <bool Backward, class T>
-void launch_swiglu(T* y, const T* inp, const T* dout, int N, int F, cudaStream_t s, const char* name) {
+template <class Gate, bool Backward, class T>
+void launch_glu(T* y, const T* inp, const T* dout, int N, int F, cudaStream_t s, const char* name) {
   const size_t n = size_t(N) * size_t(F);
   if (n == 0) return;
   if (width<T>(F, y, inp, dout) > 1)
-    swiglu_kernel<Pack<T>::n, Backward>
+    glu_kernel<Gate, Pack<T>::n, Backward>
         <<<blocks_for(n / Pack<T>::n + 1, kThreads), kThreads, 0, s>>>(y, inp, dout, n, size_t(F));
   else
-    swiglu_kernel<1, Backward><<<blocks_for(n, kThreads), kThreads, 0, s>>>(y, inp, dout, n, size_t(F));
+    glu_kernel<Gate, 1, Backward><<<blocks_for(n, kThreads), kThreads, 0, s>>>(y, inp, dout, n, size_t(F));
   check_launch(name);
 }
 
@@ -282,18 +298,19 @@ void launch_rope(T* y, const T* x, const float* inv_freq, int B, int T_, int NH,
 size_t rmsnorm_backward_scratch_floats(int N, int C) { return size_t(backward_blocks(N)) * size_t(C); }
 
 template <class T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps, cudaStream_t s) {
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps, float offset,
+                     cudaStream_t s) {
   if (N == 0) return;
   const auto kernel =
       width<T>(C, out, inp, weight) > 1 ? rmsnorm_forward_kernel<Pack<T>::n, T> : rmsnorm_forward_kernel<1, T>;
   kernel<<<unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock), kRowsPerBlock * 32, 0, s>>>(out, rstd, inp, weight, N, C,
-                                                                                          eps);
+                                                                                          eps, offset);
   check_launch("rmsnorm_forward");
 }
 
 template <class T>
 void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int N,
-                      int C, float* scratch, cudaStream_t s) {
+                      int C, float offset, float* scratch, cudaStream_t s) {
   if (N == 0 || C == 0) return;
   if (dweight && !scratch)
     throw std::invalid_argument("rmsnorm_backward: dweight needs scratch (rmsnorm_backward_scratch_floats)");
@@ -304,7 +321,8 @@ void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T*
   const int threads = std::min((C / w + 31) / 32 * 32, kMaxBackwardThreads);
   const size_t shared = partial ? size_t(C) * sizeof(float) : 0;
   allow_shared(reinterpret_cast<const void*>(kernel), shared, C);
-  kernel<<<unsigned(backward_blocks(N)), unsigned(threads), shared, s>>>(dinp, partial, dout, inp, weight, rstd, N, C);
+  kernel<<<unsigned(backward_blocks(N)), unsigned(threads), shared, s>>>(dinp, partial, dout, inp, weight, rstd, N, C,
+                                                                         offset);
   check_launch("rmsnorm_backward");
   if (!partial) return;
   constexpr unsigned kParamThreads = 256;
@@ -315,13 +333,24 @@ void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T*
 
 template <class T>
 void swiglu_forward(T* out, const T* inp, int N, int F, cudaStream_t s) {
-  launch_swiglu<false, T>(out, inp, nullptr, N, F, s, "swiglu_forward");
+  launch_glu<Silu, false, T>(out, inp, nullptr, N, F, s, "swiglu_forward");
 }
 
 template <class T>
 void swiglu_backward(T* dinp, const T* inp, const T* dout, int N, int F, cudaStream_t s) {
   if (!dinp) return;
-  launch_swiglu<true, T>(dinp, inp, dout, N, F, s, "swiglu_backward");
+  launch_glu<Silu, true, T>(dinp, inp, dout, N, F, s, "swiglu_backward");
+}
+
+template <class T>
+void geglu_forward(T* out, const T* inp, int N, int F, cudaStream_t s) {
+  launch_glu<Gelu, false, T>(out, inp, nullptr, N, F, s, "geglu_forward");
+}
+
+template <class T>
+void geglu_backward(T* dinp, const T* inp, const T* dout, int N, int F, cudaStream_t s) {
+  if (!dinp) return;
+  launch_glu<Gelu, true, T>(dinp, inp, dout, N, F, s, "geglu_backward");
 }
 
 template <class T>
@@ -336,13 +365,15 @@ void rope_backward(T* dinp, const T* dout, const float* inv_freq, int B, int T_,
   launch_rope<true, T>(dinp, dout, inv_freq, B, T_, NH, NKV, hs, s, "rope_backward");
 }
 
-#define ZT_INSTANTIATE(T)                                                                                 \
-  template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int, float, cudaStream_t);        \
-  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const float*, int, int, float*, \
-                                    cudaStream_t);                                                        \
-  template void swiglu_forward<T>(T*, const T*, int, int, cudaStream_t);                                  \
-  template void swiglu_backward<T>(T*, const T*, const T*, int, int, cudaStream_t);                       \
-  template void rope_forward<T>(T*, const T*, const float*, int, int, int, int, int, cudaStream_t);       \
+#define ZT_INSTANTIATE(T)                                                                                        \
+  template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int, int, float, float, cudaStream_t);        \
+  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const float*, int, int, float, float*, \
+                                    cudaStream_t);                                                               \
+  template void swiglu_forward<T>(T*, const T*, int, int, cudaStream_t);                                         \
+  template void swiglu_backward<T>(T*, const T*, const T*, int, int, cudaStream_t);                              \
+  template void geglu_forward<T>(T*, const T*, int, int, cudaStream_t);                                          \
+  template void geglu_backward<T>(T*, const T*, const T*, int, int, cudaStream_t);                               \
+  template void rope_forward<T>(T*, const T*, const float*, int, int, int, int, int, cudaStream_t);              \
   template void rope_backward<T>(T*, const T*, const float*, int, int, int, int, int, cudaStream_t);
 ZT_INSTANTIATE(float)
 ZT_INSTANTIATE(bf16)

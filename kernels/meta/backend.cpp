@@ -30,12 +30,14 @@ double parts_numel(const std::vector<Tensor>& parts) {
   for (const Tensor& p : parts) e += n(p);
   return e;
 }
-// Causal attention's forward products (QK^T and PV over the lower triangle): 2 flops a
-// multiply-add, 2 products, half the (T,T) scores.
-double attention_flops(const Tensor& qkv, const Tensor& out, int n_head) {
+// Causal attention's forward products (QK^T and PV over the scores a query sees): 2 flops a
+// multiply-add, 2 products, over half the (T,T) scores, or with a window of W < T about T*W - W*W/2.
+double attention_flops(const Tensor& qkv, const Tensor& out, int n_head, const AttentionOptions& opt) {
   const double B = static_cast<double>(qkv.dim(0)), T = static_cast<double>(qkv.dim(1));
   const double hs = static_cast<double>(out.dim(-1)) / n_head;
-  return 2.0 * B * n_head * T * T * hs;
+  const double W = attention_window(opt, static_cast<int>(qkv.dim(1)));
+  const double scores = W < T ? T * W - W * W / 2 : T * T / 2;
+  return 4.0 * B * n_head * scores * hs;
 }
 
 class MetaBackend final : public Backend {
@@ -72,29 +74,35 @@ class MetaBackend final : public Backend {
   // What the backward keeps, beside qkv: the CPU kernels' (B,NH,T,T) f32 probabilities. Only
   // CUDA computes in 16 bits, so 16-bit activations plan a CUDA run, whose kernels (ours and
   // cuDNN's) keep each row's (B,NH,T) f32 logsumexp and read no (T,T) matrix from memory.
-  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int, AttentionKernel) const override {
+  Tensor attention_forward(const Tensor& out, const Tensor& qkv, int n_head, int, AttentionKernel,
+                           const AttentionOptions& opt) const override {
     const bool cuda = qkv.dtype() != DType::f32;
     Tensor saved = cuda ? Tensor::empty({qkv.dim(0), n_head, qkv.dim(1)}, DType::f32, MemCategory::activations, qkv.allocator())
                         : Tensor::empty({qkv.dim(0), n_head, qkv.dim(1), qkv.dim(1)}, DType::f32,
                                         MemCategory::activations, qkv.allocator());
-    report("attention_forward", OpClass::attention, attention_flops(qkv, out, n_head), n(qkv) + n(out) + n(saved));
+    report("attention_forward", OpClass::attention, attention_flops(qkv, out, n_head, opt), n(qkv) + n(out) + n(saved));
     return saved;
   }
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                          const Tensor& saved, int n_head, int, AttentionKernel) const override {
-    report("attention_backward", OpClass::attention, 2 * attention_flops(qkv, out, n_head),
+                          const Tensor& saved, int n_head, int, AttentionKernel,
+                          const AttentionOptions& opt) const override {
+    report("attention_backward", OpClass::attention, 2 * attention_flops(qkv, out, n_head, opt),
            n(dout) + n(qkv) + n(out) + n(saved) + 2 * n(dqkv));
   }
-  void rmsnorm_forward(const Tensor& out, const Tensor&, const Tensor& x, const Tensor&, float) const override {
+  void rmsnorm_forward(const Tensor& out, const Tensor&, const Tensor& x, const Tensor&, float, float) const override {
     touch("rmsnorm_forward", {&x, &out});
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor&, const Tensor& dout, const Tensor& x, const Tensor&,
-                        const Tensor&) const override {
+                        const Tensor&, float) const override {
     report("rmsnorm_backward", OpClass::memory, 0, n(dout) + n(x) + 2 * n(dx));
   }
   void swiglu_forward(const Tensor& out, const Tensor& x) const override { touch("swiglu_forward", {&x, &out}); }
   void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
     report("swiglu_backward", OpClass::memory, 0, n(x) + n(dout) + 2 * n(dx));
+  }
+  void geglu_forward(const Tensor& out, const Tensor& x) const override { touch("geglu_forward", {&x, &out}); }
+  void geglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) const override {
+    report("geglu_backward", OpClass::memory, 0, n(x) + n(dout) + 2 * n(dx));
   }
   void rope_forward(const Tensor& out, const Tensor& qkv, const Tensor&, int, int) const override {
     touch("rope_forward", {&qkv, &out});

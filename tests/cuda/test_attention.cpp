@@ -84,8 +84,8 @@ template <class T> void check_attention(const Shape& s) {
   // Inputs spread over [-2, 2] so that the softmax rows are far from uniform.
   const auto qkv = rounded<T>(random_vec(n_qkv, -2, 2)), dout = rounded<T>(random_vec(n_out));
   std::vector<float> out_ref(n_out), att(n_lse * s.T), grad(n_qkv, 0.f);
-  cpu::attention_forward(out_ref.data(), att.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.hs());
-  cpu::attention_backward(grad.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.NH, s.NKV, s.hs());
+  cpu::attention_forward(out_ref.data(), att.data(), qkv.data(), s.B, s.T, s.NH, s.NKV, s.hs(), {});
+  cpu::attention_backward(grad.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.NH, s.NKV, s.hs(), {});
   const auto lse_ref = lse_reference(qkv, s);
 
   // The initial dqkv: per part, random values the size of that part's gradient, so that an
@@ -109,13 +109,13 @@ template <class T> void check_attention(const Shape& s) {
   d_out.poison();
   d_lse.poison();
   d_scratch.poison();
-  cuda::attention_forward<T>(d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH, s.NKV, nullptr);
+  cuda::attention_forward<T>(d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH, s.NKV, {}, nullptr);
   expect_close(d_out.download(), out_ref, kTol<T>, "attention_forward out");
   // lse: the bf16 path's scores come from bf16 inputs (exact in f32 products) summed by the
   // tensor cores, whose f32 accumulation order differs from the host's.
   expect_close(d_lse.download(), lse_ref, std::is_same_v<T, float> ? 1e-5 : 1e-4, "attention_forward lse");
 
-  cuda::attention_backward<T>(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, s.B, s.T, s.C, s.NH, s.NKV, nullptr);
+  cuda::attention_backward<T>(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, s.B, s.T, s.C, s.NH, s.NKV, {}, nullptr);
   const auto got = d_dqkv.download();
   const char* names[3] = {"attention_backward dq", "attention_backward dk", "attention_backward dv"};
   for (int part = 0; part < 3; ++part)
@@ -123,7 +123,7 @@ template <class T> void check_attention(const Shape& s) {
 
   // No atomics anywhere: a second run gives the same bits.
   d_scratch.poison();
-  cuda::attention_backward<T>(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, s.B, s.T, s.C, s.NH, s.NKV, nullptr);
+  cuda::attention_backward<T>(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, s.B, s.T, s.C, s.NH, s.NKV, {}, nullptr);
   const auto again = d_dqkv2.download();
   CHECK(std::memcmp(got.data(), again.data(), got.size() * sizeof(float)) == 0);
 }
@@ -157,23 +157,24 @@ TEST_CASE("grouped-query attention matches the CPU at SmolLM2 size (bf16)") {
 TEST_CASE_TEMPLATE("attention rejects head sizes it does not support", T, float, bf16) {
   using doctest::Contains;
   // Nothing is launched: the sizes are checked first.
-  CHECK_THROWS_WITH_AS(cuda::attention_forward<T>(nullptr, nullptr, nullptr, 1, 4, 24, 2, 2, nullptr), Contains("hs = 12"),
-                       std::invalid_argument);
-  CHECK_THROWS_WITH_AS(cuda::attention_forward<T>(nullptr, nullptr, nullptr, 1, 4, 272, 2, 2, nullptr),
+  CHECK_THROWS_WITH_AS(cuda::attention_forward<T>(nullptr, nullptr, nullptr, 1, 4, 24, 2, 2, {}, nullptr),
+                       Contains("hs = 12"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cuda::attention_forward<T>(nullptr, nullptr, nullptr, 1, 4, 272, 2, 2, {}, nullptr),
                        Contains("hs = 136"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(cuda::attention_backward<T>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4, 8, 2,
-                                                   2, nullptr),
-                       Contains("hs = 4"), std::invalid_argument);
-  CHECK_THROWS_AS(cuda::attention_forward<T>(nullptr, nullptr, nullptr, 1, 4, 100, 3, 3, nullptr), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      cuda::attention_backward<T>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4, 8, 2, 2, {}, nullptr),
+      Contains("hs = 4"), std::invalid_argument);
+  CHECK_THROWS_AS(cuda::attention_forward<T>(nullptr, nullptr, nullptr, 1, 4, 100, 3, 3, {}, nullptr),
+                  std::invalid_argument);
   // Key/value heads that do not divide the query heads.
-  CHECK_THROWS_WITH_AS(cuda::attention_forward<T>(nullptr, nullptr, nullptr, 1, 4, 256, 4, 3, nullptr),
+  CHECK_THROWS_WITH_AS(cuda::attention_forward<T>(nullptr, nullptr, nullptr, 1, 4, 256, 4, 3, {}, nullptr),
                        Contains("NKV = 3"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(cuda::attention_backward<T>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4, 256, 4,
-                                                   0, nullptr),
-                       Contains("NKV = 0"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      cuda::attention_backward<T>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4, 256, 4, 0, {}, nullptr),
+      Contains("NKV = 0"), std::invalid_argument);
   // A null gradient is skipped, as on the CPU.
-  CHECK_NOTHROW(cuda::attention_backward<T>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4, 128, 2, 1,
-                                            nullptr));
+  CHECK_NOTHROW(
+      cuda::attention_backward<T>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 4, 128, 2, 1, {}, nullptr));
 }
 
 }  // namespace zt::test

@@ -78,9 +78,9 @@ TEST_CASE("every backend op on CUDA against the CPU backend") {
 
 // The attention row's problems run through cuDNN's fused kernel instead of ours (train.attention
 // "cudnn"): the same comparison with the CPU, for the row's shapes with head sizes cuDNN takes
-// (multiples of 8) and larger ones across its tiles with grouped-query heads; the backward adds
-// onto g0 like ours, gives the same bits twice (cuDNN's deterministic algorithm), and f32 is
-// refused by name.
+// (multiples of 8) and larger ones across its tiles with grouped-query heads, sliding windows and
+// Gemma's scale among them; the backward adds onto g0 like ours, gives the same bits twice
+// (cuDNN's deterministic algorithm), and f32 is refused by name.
 TEST_CASE("attention through cuDNN's fused kernel against the CPU backend (bf16)") {
   const Backend& gpu = *cuda_backend();
   const Backend& cpu = backend(Device::cpu);
@@ -89,21 +89,24 @@ TEST_CASE("attention through cuDNN's fused kernel against the CPU backend (bf16)
   std::mt19937 gen(test::rng()());
   const OpRow& row = *std::find_if(op_rows().begin(), op_rows().end(),
                                    [](const OpRow& r) { return std::string(r.name) == "attention"; });
-  auto through_cudnn = [](Problem& p, int NH, int NKV) {
+  auto through_cudnn = [](Problem& p, const Dims& d) {
+    const int NH = d["NH"], NKV = d["NKV"];
+    const AttentionOptions opt = attention_options(d);
     p.forward = [=](const Backend& be, Call& c) {
-      c.saved = be.attention_forward(c.out[0], c.in[0], NH, NKV, AttentionKernel::cudnn);
+      c.saved = be.attention_forward(c.out[0], c.in[0], NH, NKV, AttentionKernel::cudnn, opt);
     };
     p.backward = [=](const Backend& be, Call& c) {
-      be.attention_backward(c.grad[0], c.dout[0], c.in[0], c.out[0], c.saved, NH, NKV, AttentionKernel::cudnn);
+      be.attention_backward(c.grad[0], c.dout[0], c.in[0], c.out[0], c.saved, NH, NKV, AttentionKernel::cudnn, opt);
     };
   };
   std::vector<Dims> shapes;
   for (const Dims& d : row.shapes)
     if ((d["C"] / d["NH"]) % 8 == 0) shapes.push_back(d);
-  auto dims = [](int B, int T, int C, int NH, int NKV) {
-    return Dims{{"B", B}, {"T", T}, {"C", C}, {"NH", NH}, {"NKV", NKV}};
+  auto dims = [](int B, int T, int C, int NH, int NKV, int qpas = 0, int window = 0) {
+    return Dims{{"B", B}, {"T", T}, {"C", C}, {"NH", NH}, {"NKV", NKV}, {"qpas", qpas}, {"window", window}};
   };
-  for (const Dims& d : {dims(2, 77, 256, 4, 2), dims(1, 130, 576, 9, 3), dims(2, 200, 768, 12, 12), dims(1, 64, 512, 4, 1)})
+  for (const Dims& d : {dims(2, 77, 256, 4, 2), dims(1, 130, 576, 9, 3), dims(2, 200, 768, 12, 12),
+                        dims(1, 64, 512, 4, 1), dims(2, 200, 512, 4, 2, 0, 48), dims(1, 130, 512, 4, 1, 256, 64)})
     shapes.push_back(d);
   for (const Dims& d : shapes) {
     const std::string what = describe(row, {DType::bf16, DType::bf16}, d) + " through cudnn";
@@ -111,14 +114,14 @@ TEST_CASE("attention through cuDNN's fused kernel against the CPU backend (bf16)
     Problem p = row.make(d, {DType::bf16, DType::bf16}, gen);
     prepare(p, gen);
     const Result want = run(cpu, cpu_allocator(), retyped(p, DType::bf16, DType::f32));
-    through_cudnn(p, d["NH"], d["NKV"]);
+    through_cudnn(p, d);
     const Result got = run(gpu, dev, p), again = run(gpu, dev, p);
     compare(p, got, want, what);
     CHECK(got.grad == again.grad);
   }
   Problem f32 = row.make(shapes.front(), {DType::f32, DType::f32}, gen);
   prepare(f32, gen);
-  through_cudnn(f32, shapes.front()["NH"], shapes.front()["NKV"]);
+  through_cudnn(f32, shapes.front());
   CHECK_THROWS_WITH_AS(run(gpu, dev, f32), doctest::Contains("computes in bf16"), std::invalid_argument);
 }
 

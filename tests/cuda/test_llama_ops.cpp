@@ -51,8 +51,8 @@ TEST_CASE_TEMPLATE("rmsnorm forward matches the CPU", T, float, bf16) {
       std::vector<float> ref(n), ref_rstd(size_t(r.N));
       out.poison();
       rstd.poison();
-      cuda::rmsnorm_forward<T>(out + off, rstd, dx + off, dw, r.N, r.C, kEps, nullptr);
-      cpu::rmsnorm_forward(ref.data(), ref_rstd.data(), x.data() + off, w.data(), r.N, r.C, kEps);
+      cuda::rmsnorm_forward<T>(out + off, rstd, dx + off, dw, r.N, r.C, kEps, 0.0f, nullptr);
+      cpu::rmsnorm_forward(ref.data(), ref_rstd.data(), x.data() + off, w.data(), r.N, r.C, kEps, 0.0f);
       expect_close(slice(out.download(), off), ref, kTol<T>, "rmsnorm_forward out");
       expect_close(rstd.download(), ref_rstd, 1e-5, "rmsnorm_forward rstd");
     }
@@ -70,15 +70,15 @@ TEST_CASE_TEMPLATE("rmsnorm backward matches the CPU and repeats bit for bit", T
       const auto w = rounded<T>(random_vec(size_t(r.C)));
       const auto di0 = rounded<T>(random_vec(n + off)), dw0 = rounded<T>(random_vec(size_t(r.C)));
       std::vector<float> out(n), rstd(size_t(r.N));
-      cpu::rmsnorm_forward(out.data(), rstd.data(), x.data() + off, w.data(), r.N, r.C, kEps);
+      cpu::rmsnorm_forward(out.data(), rstd.data(), x.data() + off, w.data(), r.N, r.C, kEps, 0.0f);
 
       DeviceBuffer<T> dx(x), dd(d), dw(w), ddi(di0), ddw(dw0);
       DeviceBuffer<float> drstd(rstd), scratch(cuda::rmsnorm_backward_scratch_floats(r.N, r.C));
       std::vector<float> ref_di = slice(di0, off), ref_dw = dw0;
       scratch.poison();
-      cuda::rmsnorm_backward<T>(ddi + off, ddw, dd + off, dx + off, dw, drstd, r.N, r.C, scratch, nullptr);
+      cuda::rmsnorm_backward<T>(ddi + off, ddw, dd + off, dx + off, dw, drstd, r.N, r.C, 0.0f, scratch, nullptr);
       cpu::rmsnorm_backward(ref_di.data(), ref_dw.data(), d.data() + off, x.data() + off, w.data(), rstd.data(), r.N,
-                            r.C);
+                            r.C, 0.0f);
       const auto got_di = ddi.download(), got_dw = ddw.download();
       expect_close(slice(got_di, off), ref_di, kTol<T>, "rmsnorm_backward dinp");
       expect_close(got_dw, ref_dw, kTol<T>, "rmsnorm_backward dweight");
@@ -87,18 +87,18 @@ TEST_CASE_TEMPLATE("rmsnorm backward matches the CPU and repeats bit for bit", T
       // Again from the same start: the same bits.
       ddi.upload(di0);
       ddw.upload(dw0);
-      cuda::rmsnorm_backward<T>(ddi + off, ddw, dd + off, dx + off, dw, drstd, r.N, r.C, scratch, nullptr);
+      cuda::rmsnorm_backward<T>(ddi + off, ddw, dd + off, dx + off, dw, drstd, r.N, r.C, 0.0f, scratch, nullptr);
       CHECK(ddi.download() == got_di);
       CHECK(ddw.download() == got_dw);
 
       // dweight alone (dinp null), then dinp alone (no scratch needed): the same bits again.
       ddw.upload(dw0);
-      cuda::rmsnorm_backward<T>(nullptr, ddw, dd + off, dx + off, dw, drstd, r.N, r.C, scratch, nullptr);
+      cuda::rmsnorm_backward<T>(nullptr, ddw, dd + off, dx + off, dw, drstd, r.N, r.C, 0.0f, scratch, nullptr);
       CHECK(ddw.download() == got_dw);
       ddi.upload(di0);
-      cuda::rmsnorm_backward<T>(ddi + off, nullptr, dd + off, dx + off, dw, drstd, r.N, r.C, nullptr, nullptr);
+      cuda::rmsnorm_backward<T>(ddi + off, nullptr, dd + off, dx + off, dw, drstd, r.N, r.C, 0.0f, nullptr, nullptr);
       CHECK(ddi.download() == got_di);
-      cuda::rmsnorm_backward<T>(nullptr, nullptr, dd + off, dx + off, dw, drstd, r.N, r.C, nullptr, nullptr);
+      cuda::rmsnorm_backward<T>(nullptr, nullptr, dd + off, dx + off, dw, drstd, r.N, r.C, 0.0f, nullptr, nullptr);
       CHECK(ddi.download() == got_di);
     }
   }
@@ -107,7 +107,7 @@ TEST_CASE_TEMPLATE("rmsnorm backward matches the CPU and repeats bit for bit", T
 TEST_CASE("rmsnorm backward refuses dweight without scratch") {
   const int N = 4, C = 8;
   DeviceBuffer<float> x(random_vec(N * C)), d(random_vec(N * C)), w(random_vec(C)), dw(C), rstd(random_vec(N));
-  CHECK_THROWS_AS(cuda::rmsnorm_backward<float>(nullptr, dw, d, x, w, rstd, N, C, nullptr, nullptr),
+  CHECK_THROWS_AS(cuda::rmsnorm_backward<float>(nullptr, dw, d, x, w, rstd, N, C, 0.0f, nullptr, nullptr),
                   std::invalid_argument);
 }
 

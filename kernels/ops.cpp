@@ -71,7 +71,8 @@ Tensor reused(Tape& tape, bool track, size_t i) {
 
 }  // namespace
 
-Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0) {
+Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0,
+                 const Tensor& grad_tokens) {
   Tape::Timer timer(tape, "embedding");
   require(tokens.ndim() == 2 && tokens.dtype() == DType::i32, "embedding", "tokens must be (B,T) i32");
   require(wte.defined() || wpe.defined(), "embedding", "needs wte or wpe");
@@ -86,14 +87,18 @@ Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tens
     for (int64_t i = 0, n = tokens.numel(); i < n; ++i)  // the model checks the upper bound: wte may be a part
       require(tok[i] >= 0, "embedding", "token id " + std::to_string(tok[i]) + " is negative");
   }
+  require(!grad_tokens.defined() || (grad_tokens.shape() == tokens.shape() && grad_tokens.dtype() == DType::i32),
+          "embedding", "grad_tokens must be (B,T) i32 like tokens");
   const Tensor ids = tokens.on(table.allocator(), MemCategory::activations);
   const bool track = tracks(tape, {&wte, &wpe});
   Tensor out = output(track, table, {B, T, C});
   be.encoder_forward(out, ids, wte, wpe, static_cast<int>(row0));
-  if (track)
-    tape.record("embedding", {out}, [&be, out, ids, wte, wpe, row0] {
-      be.encoder_backward(grad_of(wte), grad_of(wpe), out.grad(), ids, static_cast<int>(row0));
+  if (track) {
+    const Tensor scatter = grad_tokens.defined() ? grad_tokens.on(table.allocator(), MemCategory::activations) : ids;
+    tape.record("embedding", {out}, [&be, out, scatter, wte, wpe, row0] {
+      be.encoder_backward(grad_of(wte), grad_of(wpe), out.grad(), scatter, static_cast<int>(row0));
     });
+  }
   return out;
 }
 

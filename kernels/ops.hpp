@@ -13,7 +13,10 @@ namespace zt::ops {
 
 // tokens (B,T) i32, wte (R,C) holding the table's rows [row0, row0+R), wpe (maxT,C) or undefined
 // -> (B,T,C): wte's row for the tokens in its range (zeros for the others) plus wpe's for t.
-Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0 = 0);
+// `grad_tokens` (B,T), where defined, are the ids the backward adds to instead: an id outside
+// every range (INT32_MAX) leaves that position out, as torch's padding_idx leaves its row.
+Tensor embedding(Tape& tape, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t row0 = 0,
+                 const Tensor& grad_tokens = Tensor());
 // x (...,C), weight (C), bias (C) -> same shape as x
 Tensor layernorm(Tape& tape, const Tensor& x, const Tensor& weight, const Tensor& bias);
 // x (...,C), weight (C) -> same shape as x: RMSNorm with the model's eps, x * rstd * (weight +

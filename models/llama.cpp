@@ -7,20 +7,25 @@
 
 #include "kernels/ops.hpp"
 #include "models/init.hpp"
+#include "tensor/dtype.hpp"
 
 namespace zt {
 
 namespace {
 
 // A block's parameter indices, [Note: Llama's units]; the biases only with attention_bias, the
-// q/k norms only with the variant's qk_norm.
+// q/k norms only with the variant's qk_norm, the MLP's two norms only with its sandwich_norms.
 struct BlockIndex {
-  int input_norm = 0, q = 1, k = 2, v = 3, qb = -1, q_norm = -1, k_norm = -1, o, post_norm, gate, up, down;
-  BlockIndex(bool bias, bool qk_norm) {
+  int input_norm = 0, q = 1, k = 2, v = 3, qb = -1, q_norm = -1, k_norm = -1, o, post_norm, pre_ff = -1, gate, up,
+      down, post_ff = -1;
+  BlockIndex(bool bias, const LlamaVariant& var) {
     int i = 4;
     if (bias) qb = i, i += 3;
-    if (qk_norm) q_norm = i++, k_norm = i++;
-    o = i++, post_norm = i++, gate = i++, up = i++, down = i++;
+    if (var.qk_norm) q_norm = i++, k_norm = i++;
+    o = i++, post_norm = i++;
+    if (var.sandwich_norms) pre_ff = i++;
+    gate = i++, up = i++, down = i++;
+    if (var.sandwich_norms) post_ff = i++;
   }
 };
 // The fused views' indices within a block unit.
@@ -43,16 +48,17 @@ void check_dims(const ModelDims& d) {
     throw std::invalid_argument("llama: head_dim must be even (RoPE rotates pairs), got " + std::to_string(d.head_dim));
 }
 
-int64_t block_numel(const ModelDims& d, bool qk_norm) {
+int64_t block_numel(const ModelDims& d, const LlamaVariant& v) {
   const int64_t C = d.n_embd, hd = d.head_dim, F = d.intermediate_size, qkv = (d.n_head + 2 * int64_t{d.n_kv_head}) * hd;
-  return 2 * C + qkv * C + (d.attention_bias ? qkv : 0) + (qk_norm ? 2 * hd : 0) + C * d.n_head * hd + 3 * F * C;
+  return (v.sandwich_norms ? 4 : 2) * C + qkv * C + (d.attention_bias ? qkv : 0) + (v.qk_norm ? 2 * hd : 0) +
+         C * d.n_head * hd + 3 * F * C;
 }
 
 }  // namespace
 
 int llama_embedding_units(const ModelDims& dims, const LlamaVariant& v) {
   const ModelDims d = derive_dims(dims);
-  return row_range_units(d.padded_vocab_size, d.n_embd, block_numel(d, v.qk_norm));
+  return row_range_units(d.padded_vocab_size, d.n_embd, block_numel(d, v));
 }
 
 std::vector<UnitLayout> llama_layout(const ModelDims& dims, const LlamaVariant& v, int embedding_units) {
@@ -68,15 +74,15 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, const LlamaVariant& 
     units.push_back(std::move(e));
   }
   int tensor = 1;
-  const BlockIndex bi(d.attention_bias, v.qk_norm);
+  const BlockIndex bi(d.attention_bias, v);
   for (int l = 0; l < d.n_layer; ++l) {
     UnitLayout b{"block" + std::to_string(l), {}, 0, {}};
     const std::string pre = "model.layers." + std::to_string(l) + ".";
     auto param = [&](const char* name, const char* hf, Shape shape, bool decay) {
       add(b, name, l, shape, decay, tensor++, pre + hf, shape[0]);
     };
-    auto norm = [&](const char* name, const char* hf, int64_t width) {
-      add(b, name, l, {width}, false, tensor++, pre + hf, width, 0, 1.0f);
+    auto norm = [&](const char* name, const char* hf, int64_t width) {  // (offset + w) starts at 1
+      add(b, name, l, {width}, false, tensor++, pre + hf, width, 0, 1.0f - v.norm_offset);
     };
     norm("input_layernorm", "input_layernorm.weight", C);
     param("q_proj", "self_attn.q_proj.weight", {d.n_head * hd, C}, true);
@@ -94,15 +100,17 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, const LlamaVariant& 
     }
     param("o_proj", "self_attn.o_proj.weight", {C, d.n_head * hd}, true);
     norm("post_attention_layernorm", "post_attention_layernorm.weight", C);
+    if (v.sandwich_norms) norm("pre_feedforward_layernorm", "pre_feedforward_layernorm.weight", C);
     param("gate_proj", "mlp.gate_proj.weight", {F, C}, true);
     param("up_proj", "mlp.up_proj.weight", {F, C}, true);
     fuse_last(b, 2);  // kGateUp
     if (d.attention_bias) b.fused.push_back({bi.qb, 3});  // kQkvBias
     param("down_proj", "mlp.down_proj.weight", {C, F}, true);
+    if (v.sandwich_norms) norm("post_feedforward_layernorm", "post_feedforward_layernorm.weight", C);
     units.push_back(std::move(b));
   }
   UnitLayout fin{"final", {}, 0, {}};
-  add(fin, "norm", -1, {C}, false, tensor++, "model.norm.weight", C, 0, 1.0f);
+  add(fin, "norm", -1, {C}, false, tensor++, "model.norm.weight", C, 0, 1.0f - v.norm_offset);
   units.push_back(std::move(fin));
   if (!d.tie_word_embeddings) {
     for (int k = 0; k < K; ++k) {
@@ -117,7 +125,8 @@ std::vector<UnitLayout> llama_layout(const ModelDims& dims, const LlamaVariant& 
 double llama_num_params_f64(const ModelDims& dims, const LlamaVariant& v) {
   const ModelDims d = derive_dims(dims);
   const double C = d.n_embd, hd = d.head_dim, F = d.intermediate_size, qkv = (d.n_head + 2.0 * d.n_kv_head) * hd;
-  const double block = 2 * C + qkv * C + (d.attention_bias ? qkv : 0) + (v.qk_norm ? 2 * hd : 0) + C * d.n_head * hd + 3 * F * C;
+  const double block = (v.sandwich_norms ? 4 : 2) * C + qkv * C + (d.attention_bias ? qkv : 0) + (v.qk_norm ? 2 * hd : 0) +
+                       C * d.n_head * hd + 3 * F * C;
   return static_cast<double>(d.padded_vocab_size) * C * (d.tie_word_embeddings ? 1 : 2) + d.n_layer * block + C;
 }
 
@@ -149,7 +158,8 @@ std::vector<float> llama_inv_freq(const ModelDims& dims) {
   return f;
 }
 
-Tensor qk_rmsnorm(Tape& tape, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const ModelDims& d) {
+Tensor qk_rmsnorm(Tape& tape, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const ModelDims& d,
+                  float norm_offset) {
   const float eps = static_cast<float>(d.rms_norm_eps);
   const int64_t hd = d.head_dim, q = d.n_head * hd, kv = int64_t{d.n_kv_head} * hd;
   // Each head a row of hd: (..., H*hd) as (..., H, hd), normalised over its last dimension.
@@ -157,25 +167,35 @@ Tensor qk_rmsnorm(Tape& tape, const Tensor& qkv, const Tensor& q_norm, const Ten
     Shape heads = x.shape();
     heads.back() /= hd;
     heads.push_back(hd);
-    return ops::reshape(tape, ops::rmsnorm(tape, ops::reshape(tape, x, heads), w, eps), x.shape());
+    return ops::reshape(tape, ops::rmsnorm(tape, ops::reshape(tape, x, heads), w, eps, norm_offset), x.shape());
   };
   return ops::concat(tape, {per_head(ops::narrow(tape, qkv, 0, q), q_norm), per_head(ops::narrow(tape, qkv, q, kv), k_norm),
                             ops::narrow(tape, qkv, q + kv, kv)});
 }
 
 Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d,
-                   AttentionKernel attention) {
-  const float eps = static_cast<float>(d.rms_norm_eps);
-  Tensor h = ops::rmsnorm(tape, x, p.input_norm, eps);
+                   const LlamaVariant& v, bool sliding, AttentionKernel attention) {
+  const float eps = static_cast<float>(d.rms_norm_eps), off = v.norm_offset;
+  auto norm = [&](const Tensor& t, const Tensor& w) { return ops::rmsnorm(tape, t, w, eps, off); };
   auto lora = [&](LlamaProjection k) -> const LoraTerms& { return projection_lora(p.lora, k); };
-  Tensor qkv = adapted_linear(tape, h, p.qkv, p.qkv_bias, lora(kQkvProjection));
-  if (p.q_norm.defined()) qkv = qk_rmsnorm(tape, qkv, p.q_norm, p.k_norm, d);
+  Tensor qkv = adapted_linear(tape, norm(x, p.input_norm), p.qkv, p.qkv_bias, lora(kQkvProjection));
+  if (v.qk_norm) qkv = qk_rmsnorm(tape, qkv, p.q_norm, p.k_norm, d, off);
   qkv = ops::rope(tape, qkv, inv_freq, d.n_head, d.n_kv_head);
-  Tensor y = ops::attention(tape, qkv, d.n_head, d.n_kv_head, attention);
-  Tensor x2 = ops::add(tape, x, adapted_linear(tape, y, p.o_proj, Tensor(), lora(kOProjection)));
-  Tensor h2 = ops::rmsnorm(tape, x2, p.post_norm, eps);
-  Tensor g = ops::swiglu(tape, adapted_linear(tape, h2, p.gate_up, Tensor(), lora(kGateUpProjection)));
-  return ops::add(tape, x2, adapted_linear(tape, g, p.down_proj, Tensor(), lora(kDownProjection)));
+  AttentionOptions o;
+  if (d.query_pre_attn_scalar > 0) o.scale = static_cast<float>(1.0 / std::sqrt(d.query_pre_attn_scalar));
+  if (sliding) o.window = d.sliding_window;
+  Tensor a = adapted_linear(tape, ops::attention(tape, qkv, d.n_head, d.n_kv_head, attention, o), p.o_proj, Tensor(),
+                            lora(kOProjection));
+  // Llama normalises the MLP's input with post_attention_layernorm; Gemma the attention's output,
+  // and the MLP's input and output with norms of their own.
+  if (v.sandwich_norms) a = norm(a, p.post_norm);
+  Tensor x2 = ops::add(tape, x, a);
+  Tensor gate_up = adapted_linear(tape, norm(x2, v.sandwich_norms ? p.pre_ff_norm : p.post_norm), p.gate_up, Tensor(),
+                                  lora(kGateUpProjection));
+  Tensor g = v.geglu ? ops::geglu(tape, gate_up) : ops::swiglu(tape, gate_up);
+  Tensor m = adapted_linear(tape, g, p.down_proj, Tensor(), lora(kDownProjection));
+  if (v.sandwich_norms) m = norm(m, p.post_ff_norm);
+  return ops::add(tape, x2, m);
 }
 
 namespace {
@@ -189,7 +209,12 @@ Llama::Llama(const ModelDims& d, int embedding_units, const LlamaVariant& v)
     : Llama(d, v, resolved_units(d, v, embedding_units), Resolved{}) {}
 
 Llama::Llama(const ModelDims& d, const LlamaVariant& v, int K, Resolved)
-    : Model(v.arch, d, llama_layout(d, v, K), K), variant_(v), inv_freq_host_(llama_inv_freq(d)) {}
+    : Model(v.arch, d, llama_layout(d, v, K), K), variant_(v) {
+  ModelDims local = derive_dims(d);  // the sliding layers' RoPE: their own base, unscaled
+  local.rope_theta = local.rope_local_base_freq, local.rope_scaling = RopeScaling{};
+  inv_freq_host_[0] = llama_inv_freq(d);
+  inv_freq_host_[1] = llama_inv_freq(local);
+}
 
 double Llama::flops_per_token(int T) const {
   // 6 per parameter that multiplies (the blocks' and the head's; an untied embedding is a
@@ -197,7 +222,11 @@ double Llama::flops_per_token(int T) const {
   const ModelDims& d = dims();
   const double table = static_cast<double>(d.padded_vocab_size) * d.n_embd;
   const double multiplied = static_cast<double>(num_params()) - (d.tie_word_embeddings ? 0.0 : table);
-  return 6.0 * multiplied + 6.0 * d.n_layer * d.n_head * d.head_dim * static_cast<double>(T);
+  if (d.sliding_window == 0) return 6.0 * multiplied + 6.0 * d.n_layer * d.n_head * d.head_dim * static_cast<double>(T);
+  // A sliding layer's products are min(T, window) long.
+  double attended = 0;
+  for (int l = 0; l < d.n_layer; ++l) attended += d.sliding_layer(l) ? std::min(T, d.sliding_window) : T;
+  return 6.0 * multiplied + 6.0 * d.n_head * d.head_dim * attended;
 }
 
 int64_t Llama::deepspeed_largest_layer() const {
@@ -211,25 +240,41 @@ void Llama::for_each_param_in_file_order(const std::function<void(int unit, int 
     for (int i = 0; i < static_cast<int>(layout()[size_t(u)].params.size()); ++i) f(u, i);
 }
 
-const Tensor& Llama::inv_freq_on(const Tensor& like) {
-  if (!inv_freq_.defined() || inv_freq_.device() != like.device()) {
-    const int64_t n = static_cast<int64_t>(inv_freq_host_.size());
-    Tensor host = Tensor::empty({n}, DType::f32, MemCategory::other);
-    std::copy(inv_freq_host_.begin(), inv_freq_host_.end(), host.data<float>());
-    inv_freq_ = host.on(like.allocator(), MemCategory::other);
+const Tensor& Llama::inv_freq_on(const Tensor& like, bool local) {
+  Tensor& t = inv_freq_[local];
+  if (!t.defined() || t.device() != like.device()) {
+    const std::vector<float>& f = inv_freq_host_[local];
+    Tensor host = Tensor::empty({static_cast<int64_t>(f.size())}, DType::f32, MemCategory::other);
+    std::copy(f.begin(), f.end(), host.data<float>());
+    t = host.on(like.allocator(), MemCategory::other);
   }
-  return inv_freq_;
+  return t;
 }
 
 Tensor Llama::embed(Tape& tape, const Tensor& host_tokens) {
   const int K = embedding_units();
   check_tokens(host_tokens, dims().padded_vocab_size);
   const Tensor tokens = host_tokens.on(param(0, 0).allocator(), MemCategory::activations);
+  // The padding token's positions add nothing to its row's gradient (torch's padding_idx).
+  Tensor grad_tokens;
+  if (const int pad = dims().pad_token_id; pad >= 0 && tape.recording()) {
+    grad_tokens = Tensor::empty(host_tokens.shape(), DType::i32, MemCategory::activations);
+    const int32_t* t = host_tokens.data<int32_t>();
+    int32_t* g = grad_tokens.data<int32_t>();
+    for (int64_t i = 0; i < host_tokens.numel(); ++i) g[i] = t[i] == pad ? INT32_MAX : t[i];
+  }
   Tensor x;
   for (int k = 0; k < K; ++k) {  // tokens outside a range add zeros
     tape.begin_unit(k);
-    Tensor part = ops::embedding(tape, tokens, param(k, 0), Tensor(), layout()[size_t(k)].params[0].row0);
+    Tensor part = ops::embedding(tape, tokens, param(k, 0), Tensor(), layout()[size_t(k)].params[0].row0, grad_tokens);
     x = k ? ops::add(tape, x, part) : part;
+    // Gemma scales the embeddings by sqrt(n_embd), in the activations' dtype as transformers
+    // casts its buffer to the weights'.
+    if (k == K - 1 && variant_.scaled_embedding) {
+      float s = static_cast<float>(std::sqrt(static_cast<double>(dims().n_embd)));
+      if (x.dtype() == DType::bf16) s = bf16_to_f32(f32_to_bf16(s));
+      x = ops::scale(tape, x, s);
+    }
     tape.end_unit(k);
   }
   return x;
@@ -237,7 +282,7 @@ Tensor Llama::embed(Tape& tape, const Tensor& host_tokens) {
 
 Tensor Llama::block(Tape& tape, int layer, const Tensor& x) {
   const int u = block_unit(layer);
-  const BlockIndex bi(dims().attention_bias, variant_.qk_norm);
+  const BlockIndex bi(dims().attention_bias, variant_);
   const Tensor none;
   const BlockLora adapters{lora_terms(u, bi.q, 3), lora_terms(u, bi.o, 1), lora_terms(u, bi.gate, 2),
                                       lora_terms(u, bi.down, 1)};
@@ -250,14 +295,17 @@ Tensor Llama::block(Tape& tape, int layer, const Tensor& x) {
                            param(u, bi.down),
                            variant_.qk_norm ? param(u, bi.q_norm) : none,
                            variant_.qk_norm ? param(u, bi.k_norm) : none,
+                           variant_.sandwich_norms ? param(u, bi.pre_ff) : none,
+                           variant_.sandwich_norms ? param(u, bi.post_ff) : none,
                            lora().enabled() ? &adapters : nullptr};
-  return llama_block(tape, p, x, inv_freq_on(x), dims(), attention_kernel());
+  const bool sliding = dims().sliding_layer(layer);
+  return llama_block(tape, p, x, inv_freq_on(x, sliding), dims(), variant_, sliding, attention_kernel());
 }
 
 std::vector<Tensor> Llama::head(Tape& tape, const Tensor& x) {
   const int f = final_unit();
   tape.begin_unit(f);
-  const Tensor xn = ops::rmsnorm(tape, x, param(f, 0), static_cast<float>(dims().rms_norm_eps));
+  const Tensor xn = ops::rmsnorm(tape, x, param(f, 0), static_cast<float>(dims().rms_norm_eps), variant_.norm_offset);
   tape.end_unit(f);
   std::vector<Tensor> parts;
   for (int k = 0; k < embedding_units(); ++k) {

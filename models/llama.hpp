@@ -22,11 +22,20 @@
 
 namespace zt {
 
-// What sets a Llama-family architecture's block apart from Llama's own: Qwen3 normalises each q
-// and k head (RMSNorm over head_dim, its q_norm and k_norm weights) before RoPE.
+// What sets a Llama-family architecture's block apart from Llama's own, each a feature a spec
+// switches on: Qwen3 normalises each q and k head (RMSNorm over head_dim, its q_norm and k_norm
+// weights) before RoPE; Gemma 3 too, and every one of its RMSNorms scales by (1 + w) (weights
+// initialised 0), it normalises the attention's and the MLP's outputs as well as their inputs
+// (post_attention_layernorm becomes the attention output's, pre_feedforward_layernorm and
+// post_feedforward_layernorm the MLP's), gates its MLP with tanh-GELU (GeGLU), and scales the
+// token embeddings by sqrt(n_embd). Local attention (the dims' sliding_window) is the dims'.
 struct LlamaVariant {
   std::string arch = "llama";
   bool qk_norm = false;
+  float norm_offset = 0.0f;
+  bool sandwich_norms = false;
+  bool geglu = false;
+  bool scaled_embedding = false;
 };
 
 // K of [Note: Llama's units]: the smallest dividing padded_vocab_size whose row range is no larger
@@ -39,9 +48,9 @@ double llama_num_params_f64(const ModelDims& d, const LlamaVariant& v = {});
 std::vector<float> llama_inv_freq(const ModelDims& d);
 
 // One block, [Note: Llama's units]: x + o_proj(attn(rope(qkv(rmsnorm(x))))), then
-// + down_proj(swiglu(gate_up(rmsnorm(.)))). `p` holds the block's parameters, `qkv` and `gate_up`
-// their fused views, `qkv_bias` undefined without attention_bias; `lora`, where there are
-// adapters, each projection's ([Note: LoRA units] in models/lora.hpp).
+// + down_proj(swiglu(gate_up(rmsnorm(.)))), with the variant's features. `p` holds the block's
+// parameters, `qkv` and `gate_up` their fused views, `qkv_bias` undefined without attention_bias;
+// `lora`, where there are adapters, each projection's ([Note: LoRA units] in models/lora.hpp).
 enum LlamaProjection { kQkvProjection, kOProjection, kGateUpProjection, kDownProjection };
 struct LlamaBlockParams {
   const Tensor& input_norm;
@@ -53,13 +62,17 @@ struct LlamaBlockParams {
   const Tensor& down_proj;
   const Tensor& q_norm;  // undefined without qk_norm
   const Tensor& k_norm;
+  const Tensor& pre_ff_norm;  // undefined without sandwich_norms
+  const Tensor& post_ff_norm;
   const BlockLora* lora = nullptr;
 };
 // qkv (...,(n_head+2 n_kv_head) head_dim) -> the same with each q head RMSNorm'd by q_norm and each
 // k head by k_norm (head_dim each), v as it was: composed of narrow, reshape, rmsnorm and concat.
-Tensor qk_rmsnorm(Tape& tape, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const ModelDims& d);
+Tensor qk_rmsnorm(Tape& tape, const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const ModelDims& d,
+                  float norm_offset);
+// `sliding`: the layer attends within d.sliding_window (its inv_freq the local base's).
 Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const Tensor& inv_freq, const ModelDims& d,
-                   AttentionKernel attention);
+                   const LlamaVariant& v, bool sliding, AttentionKernel attention);
 
 // The spec every Llama-family architecture starts from (models/llama_spec.cpp), and the pieces its
 // members share: the dims from a config.json (LlamaForCausalLM, Qwen2ForCausalLM,
@@ -68,6 +81,11 @@ Tensor llama_block(Tape& tape, const LlamaBlockParams& p, const Tensor& x, const
 ModelSpec llama_family_spec(const LlamaVariant& v);
 ModelDims llama_family_dims_from_hf(const HfConfig& r);
 nlohmann::json llama_family_hf_config(const ModelDims& d, const std::string& architecture, const std::string& model_type);
+// What every member's config.json says alike: the widths, the vocabulary, the context, the
+// tying, the norms' eps (read: the rest at their defaults; written: with the class and type).
+ModelDims llama_family_widths_from_hf(const HfConfig& r);
+void check_llama_family_heads(const HfConfig& r, const ModelDims& d);
+nlohmann::json llama_family_hf_widths(const ModelDims& d, const std::string& architecture, const std::string& model_type);
 std::vector<std::string> llama_family_peer_args(const ModelDims& d, const std::string& peer_arch);
 
 class Llama final : public Model {
@@ -92,12 +110,13 @@ class Llama final : public Model {
  private:
   struct Resolved {};
   Llama(const ModelDims& d, const LlamaVariant& v, int K, Resolved);
-  // inv_freq on the parameters' device, made once per device.
-  const Tensor& inv_freq_on(const Tensor& like);
+  // inv_freq (the global layers', or with `local` the sliding ones') on the parameters' device,
+  // made once per device.
+  const Tensor& inv_freq_on(const Tensor& like, bool local);
 
   LlamaVariant variant_;
-  std::vector<float> inv_freq_host_;
-  Tensor inv_freq_;
+  std::vector<float> inv_freq_host_[2];
+  Tensor inv_freq_[2];
 };
 
 }  // namespace zt

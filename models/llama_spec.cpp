@@ -24,6 +24,33 @@ void check_llama_dims(const ModelDims& d, const std::function<bool(std::string_v
 
 }  // namespace
 
+ModelDims llama_family_widths_from_hf(const HfConfig& r) {
+  ModelDims d;
+  d.n_embd = r.integer("hidden_size");
+  d.n_layer = r.integer("num_hidden_layers");
+  d.n_head = r.integer("num_attention_heads");
+  d.n_kv_head = r.integer("num_key_value_heads", d.n_head);
+  d.head_dim = r.integer("head_dim", d.n_embd % d.n_head == 0 ? std::optional<int>(d.n_embd / d.n_head) : std::nullopt);
+  d.intermediate_size = r.integer("intermediate_size");
+  d.vocab_size = r.integer("vocab_size");
+  d.padded_vocab_size = padded_vocab(d.vocab_size);
+  d.max_seq_len = r.integer("max_position_embeddings");
+  d.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+  d.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
+  // transformers' embedding leaves pad_token_id's row out of the lookups' gradient (padding_idx).
+  if (const json* p = r.find("pad_token_id")) {
+    if (!p->is_number_integer() || p->get<int64_t>() < 0 || p->get<int64_t>() >= d.vocab_size)
+      r.fail("pad_token_id", "expected a token id below vocab_size or null, got " + show_json(*p));
+    d.pad_token_id = p->get<int>();
+  }
+  return d;
+}
+
+void check_llama_family_heads(const HfConfig& r, const ModelDims& d) {
+  if (d.n_head % d.n_kv_head) r.fail("num_key_value_heads", std::to_string(d.n_kv_head) + " does not divide num_attention_heads");
+  if (d.head_dim % 2) r.fail("head_dim", "must be even, got " + std::to_string(d.head_dim));
+}
+
 ModelDims llama_family_dims_from_hf(const HfConfig& r) {
   const std::string& arch = r.architecture();
   if (const json* act = r.find("hidden_act"); act && *act != "silu")
@@ -35,25 +62,14 @@ ModelDims llama_family_dims_from_hf(const HfConfig& r) {
   if (!qwen2 && r.flag("attention_bias", false))
     r.fail("attention_bias", "true on " + arch + " (biases on q, k, v and o_proj) is not modelled; Qwen2's q/k/v biases are");
 
-  ModelDims d;
-  d.n_embd = r.integer("hidden_size");
-  d.n_layer = r.integer("num_hidden_layers");
-  d.n_head = r.integer("num_attention_heads");
-  d.n_kv_head = r.integer("num_key_value_heads", d.n_head);
-  d.head_dim = r.integer("head_dim", d.n_embd % d.n_head == 0 ? std::optional<int>(d.n_embd / d.n_head) : std::nullopt);
-  d.intermediate_size = r.integer("intermediate_size");
-  d.vocab_size = r.integer("vocab_size");
-  d.padded_vocab_size = padded_vocab(d.vocab_size);
-  d.max_seq_len = r.integer("max_position_embeddings");
+  ModelDims d = llama_family_widths_from_hf(r);
   // Within a sliding window attention is full attention: the longest sequence it trains is the
   // window (Mistral v0.1's 4096); Qwen2 and Qwen3 say whether they use one.
   if (const json* w = r.find("sliding_window"); w && (!(qwen2 || qwen3) || r.flag("use_sliding_window", false))) {
     if (!w->is_number_integer() || w->get<int64_t>() < 1) r.fail("sliding_window", "expected a positive integer, got " + show_json(*w));
     d.max_seq_len = static_cast<int>(std::min<int64_t>(d.max_seq_len, w->get<int64_t>()));
   }
-  d.tie_word_embeddings = r.flag("tie_word_embeddings", false);
   d.attention_bias = qwen2;
-  d.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
   // transformers 5 moved rope_theta and the scaling into rope_parameters.
   const json* params = r.find("rope_parameters");
   d.rope_theta = r.number("rope_theta", params ? r.number(*params, "rope_theta", 10000.0) : 10000.0);
@@ -78,26 +94,30 @@ ModelDims llama_family_dims_from_hf(const HfConfig& r) {
     }
   }
   d = derive_dims(d);
-  if (d.n_head % d.n_kv_head) r.fail("num_key_value_heads", std::to_string(d.n_kv_head) + " does not divide num_attention_heads");
-  if (d.head_dim % 2) r.fail("head_dim", "must be even, got " + std::to_string(d.head_dim));
+  check_llama_family_heads(r, d);
   return d;
 }
 
+json llama_family_hf_widths(const ModelDims& d, const std::string& architecture, const std::string& model_type) {
+  return {{"architectures", {architecture}},
+          {"model_type", model_type},
+          {"vocab_size", d.vocab_size},
+          {"hidden_size", d.n_embd},
+          {"intermediate_size", d.intermediate_size},
+          {"num_hidden_layers", d.n_layer},
+          {"num_attention_heads", d.n_head},
+          {"num_key_value_heads", d.n_kv_head},
+          {"head_dim", d.head_dim},
+          {"max_position_embeddings", d.max_seq_len},
+          {"rms_norm_eps", d.rms_norm_eps},
+          {"tie_word_embeddings", d.tie_word_embeddings},
+          {"pad_token_id", d.pad_token_id >= 0 ? json(d.pad_token_id) : json(nullptr)}};
+}
+
 json llama_family_hf_config(const ModelDims& d, const std::string& architecture, const std::string& model_type) {
-  json j = {{"architectures", {architecture}},
-            {"model_type", model_type},
-            {"vocab_size", d.vocab_size},
-            {"hidden_size", d.n_embd},
-            {"intermediate_size", d.intermediate_size},
-            {"num_hidden_layers", d.n_layer},
-            {"num_attention_heads", d.n_head},
-            {"num_key_value_heads", d.n_kv_head},
-            {"head_dim", d.head_dim},
-            {"max_position_embeddings", d.max_seq_len},
-            {"rms_norm_eps", d.rms_norm_eps},
-            {"rope_theta", d.rope_theta},
-            {"hidden_act", "silu"},
-            {"tie_word_embeddings", d.tie_word_embeddings}};
+  json j = llama_family_hf_widths(d, architecture, model_type);
+  j["rope_theta"] = d.rope_theta;
+  j["hidden_act"] = "silu";
   if (!d.attention_bias) j["attention_bias"] = false, j["mlp_bias"] = false;
   const RopeScaling& s = d.rope_scaling;
   j["rope_scaling"] = s.rope_type == "llama3"
@@ -118,7 +138,7 @@ std::vector<std::string> llama_family_peer_args(const ModelDims& d, const std::s
 ModelSpec llama_family_spec(const LlamaVariant& v) {
   ModelSpec s;
   s.arch = v.arch;
-  s.has_dim = [](std::string_view) { return true; };
+  s.has_dim = [](std::string_view key) { return !local_attention_dim(key); };
   s.check_dims = check_llama_dims;
   s.num_params_f64 = [v](const ModelDims& d) { return llama_num_params_f64(d, v); };
   s.make = [v](const ModelDims& d, int units) -> std::unique_ptr<Model> { return std::make_unique<Llama>(d, units, v); };

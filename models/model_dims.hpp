@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace zt {
 
@@ -38,7 +39,21 @@ struct ModelDims {
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  // Gemma 3's: every layer but each sliding_window_pattern-th (its global ones) attends within a
+  // causal window of sliding_window tokens and rotates by RoPE base rope_local_base_freq (0 for
+  // either: every layer global); attention scales by query_pre_attn_scalar^-1/2 (0: head_dim's).
+  int sliding_window = 0;
+  int sliding_window_pattern = 0;
+  double rope_local_base_freq = 10000.0;
+  double query_pre_attn_scalar = 0.0;
+  // The token whose embedding row no lookup trains (torch's padding_idx, Hugging Face's
+  // pad_token_id; the tied head still does); -1: none.
+  int pad_token_id = -1;
   bool operator==(const ModelDims&) const = default;
+  // Whether layer l attends within the sliding window.
+  bool sliding_layer(int l) const {
+    return sliding_window > 0 && sliding_window_pattern > 0 && (l + 1) % sliding_window_pattern != 0;
+  }
 };
 
 // Fills the derived widths (0) from the others; the dims every model and checkpoint hold.
@@ -86,8 +101,18 @@ void for_each_dim(F&& f, D&... d) {
   f("rope_scaling.low_freq_factor", d.rope_scaling.low_freq_factor...);
   f("rope_scaling.high_freq_factor", d.rope_scaling.high_freq_factor...);
   f("rope_scaling.original_max_position_embeddings", d.rope_scaling.original_max_position_embeddings...);
+  f("sliding_window", d.sliding_window...);
+  f("sliding_window_pattern", d.sliding_window_pattern...);
+  f("rope_local_base_freq", d.rope_local_base_freq...);
+  f("query_pre_attn_scalar", d.query_pre_attn_scalar...);
+  f("pad_token_id", d.pad_token_id...);
 }
 inline constexpr int kGpt2DimCount = 6;
+// Gemma 3's four: local attention's window, pattern and RoPE base, and the attention scale.
+inline bool local_attention_dim(std::string_view key) {
+  return key == "sliding_window" || key == "sliding_window_pattern" || key == "rope_local_base_freq" ||
+         key == "query_pre_attn_scalar";
+}
 
 // A field's value as text ("8", "1e-05", "true", "llama3").
 inline std::string dim_text(int v) { return std::to_string(v); }

@@ -12,7 +12,7 @@ ModelSpec qwen3_spec() {
   ModelSpec s = llama_family_spec({.arch = "qwen3", .qk_norm = true});
   s.family = "Qwen3";
   // q, k and v carry no biases (Qwen3's attention_bias adds o_proj's too, which is not modelled).
-  s.has_dim = [](std::string_view key) { return key != "attention_bias"; };
+  s.has_dim = [](std::string_view key) { return key != "attention_bias" && !local_attention_dim(key); };
   s.hf_architectures = {"Qwen3ForCausalLM"};
   s.hf_config = [](const ModelDims& d) { return llama_family_hf_config(d, "Qwen3ForCausalLM", "qwen3"); };
   s.gguf_architectures = {"qwen3"};

@@ -8,6 +8,7 @@ namespace zt {
 ModelSpec gpt2_spec();
 ModelSpec llama_spec();
 ModelSpec qwen3_spec();
+ModelSpec gemma3_spec();
 
 namespace {
 
@@ -32,7 +33,7 @@ std::vector<std::string> all_names(Names names) {
 }  // namespace
 
 const std::vector<ModelSpec>& model_specs() {
-  static const std::vector<ModelSpec> specs = {gpt2_spec(), llama_spec(), qwen3_spec()};
+  static const std::vector<ModelSpec> specs = {gpt2_spec(), llama_spec(), qwen3_spec(), gemma3_spec()};
   return specs;
 }
 

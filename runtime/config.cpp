@@ -466,7 +466,8 @@ void check_model_dims(ModelConfig& m, const std::function<bool(std::string_view)
         const std::string path = "model." + std::string(key);
         if (!spec.has_dim(key) && std::find(m.given.begin(), m.given.end(), key) != m.given.end())
           fail(path, "does not apply to " + spec.family + " (model.arch " + show(m.arch) + ")");
-        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, int>) at_least(path, v, gpt2_dim ? 1 : 0);
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, int>)
+          at_least(path, v, gpt2_dim ? 1 : std::string_view(key) == "pad_token_id" ? -1 : 0);
       },
       m.dims);
   const ModelDims& d = m.dims;

@@ -76,6 +76,7 @@ std::vector<KeySpec> model_rows() {
         const std::string_view n = name;
         const bool width = n == "n_kv_head" || n == "head_dim" || n == "intermediate_size";
         const char* doc = index < kGpt2DimCount ? "a dimension of every model (with init_from: the checkpoint's unless given)"
+                          : local_attention_dim(n) ? "Gemma 3's local attention and scale (Hugging Face's config.json name); refused for an architecture without it"
                           : n.starts_with("rope_scaling.") ? "Llama 3.1's RoPE scaling (Hugging Face's rope_scaling object); the Llama family only"
                           : width ? "a width of the Llama family (0: derived, as GPT-2's); refused for an architecture without it"
                                   : "a setting of the Llama family (Hugging Face's config.json name); refused for an architecture without it";

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/registry.hpp"
 #include "runtime/config_keys.hpp"
 
 namespace zt::test {
@@ -43,8 +44,10 @@ inline std::vector<std::string> example_context(const std::string& key) {
   if (key == "checkpoint.save_interval") return {"checkpoint.dir=ck"};
   if (under("model.")) {
     const KeySpec* k = find_key(key);
-    // The dimensions after GPT-2's six are the Llama family's.
-    if (k && std::holds_alternative<DimField>(k->field) && std::get<DimField>(k->field).index >= kGpt2DimCount) return llama;
+    // The dimensions after GPT-2's six: the first architecture that has the dimension.
+    if (k && std::holds_alternative<DimField>(k->field) && std::get<DimField>(k->field).index >= kGpt2DimCount)
+      for (const ModelSpec& s : model_specs())
+        if (s.has_dim(std::string_view(key).substr(6))) return {"model.arch=" + s.arch};
     if (key == "model.rope_scaling.rope_type") return llama;
   }
   return {};
@@ -57,6 +60,7 @@ inline KeyExample example_of(const KeySpec& k) {
       {"model.arch", {"llama", "llama", {}}},
       {"model.init_from", {"start.bin", "start.bin", {}}},
       {"model.head_dim", {64, 64, {"model.arch=llama"}}},
+      {"model.pad_token_id", {0, 0, {"model.arch=llama"}}},
       {"model.rope_scaling.rope_type", {"llama3", "llama3", {"model.arch=llama"}}},
       {"optimizer.params.betas", {json::array({0.8, 0.9}), json::array({0.8, 0.9}), {}}},
       {"scheduler.type", {"WarmupLR", "WarmupLR", {}}},

@@ -560,7 +560,7 @@ TEST_CASE("impossible model values") {
     CHECK(error_of({"model." + std::string(key) + "=0"}) == "config: model." + std::string(key) + ": must be >= 1, got 0");
   }
   CHECK(error_of({"model.arch=llama3"}) ==
-        "config: model.arch: \"llama3\" is not implemented (expected \"gpt2\", \"llama\" or \"qwen3\")");
+        "config: model.arch: \"llama3\" is not implemented (expected \"gpt2\", \"llama\", \"qwen3\" or \"gemma3\")");
   CHECK(error_of({"model.n_embd=770"}) == "config: model.n_embd: 770 is not divisible by model.n_head 12");
   // The Llama family's keys: refused for GPT-2, checked for llama; an architecture's missing dim
   // refused (Qwen3's q/k/v have no biases).

@@ -106,7 +106,7 @@ TEST_CASE("model: built by arch, each parameter with its Hugging Face name and l
   int64_t n = 0;
   m->for_each_param_in_file_order([&](int u, int i) { n += shape_numel(units[size_t(u)].params[size_t(i)].shape); });
   CHECK(n == m->num_params());
-  CHECK_THROWS_WITH_AS(make_model("llama2", kTiny), "model arch \"llama2\" is not implemented (expected \"gpt2\", \"llama\" or \"qwen3\")",
+  CHECK_THROWS_WITH_AS(make_model("llama2", kTiny), "model arch \"llama2\" is not implemented (expected \"gpt2\", \"llama\", \"qwen3\" or \"gemma3\")",
                        std::invalid_argument);
 }
 

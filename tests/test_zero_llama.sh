@@ -7,7 +7,7 @@
 # world size stays within the tolerance; bf16 trains; the model exported as a Hugging Face folder
 # from a stage-3 checkpoint loads in transformers with ztrain's weights; estimate and trace run;
 # the bytes a stage-0 step sends are the ring's count for the model's padded gradients; Qwen3's
-# variant of the model matches one rank at np 1-3 x stages 0-3 as well.
+# and Gemma 3's variants of the model match one rank at np 1-3 x stages 0-3 as well.
 # usage: test_zero_llama.sh MPIRUN ZTRAIN PYTHON
 set -u
 mpirun=$1 ztrain=$2 python=$3
@@ -106,35 +106,42 @@ bad += not (b[-1] < b[0] - 1.0 and abs(b[-1] - f[-1]) < 0.1 * f[-1])
 sys.exit(1 if bad else 0)
 PY
 
-# Qwen3 (the same model with per-head q/k RMSNorm and a head_dim of its own): np 1-3 x stages 0-3
-# match stage 0 on one rank within the same tolerance.
-q3="--set model.arch=qwen3 --set model.head_dim=16"
-train q3_ref 1 $q3
-for np in 1 2 3; do
-  for stage in 0 1 2 3; do
-    [ "$np" -eq 1 ] && [ "$stage" -eq 0 ] && continue
-    train "q3_np${np}_s${stage}" "$np" $q3 --set zero_optimization.stage="$stage" --set train_micro_batch_size_per_gpu=$((12 / np))
+# matches_one_rank NAME ARGS...: the model the config and ARGS make, trained at np 1-3 x stages
+# 0-3, matches stage 0 on one rank within the same tolerance.
+matches_one_rank() {
+  model=$1  # train() sets name and np
+  shift
+  train "${model}_ref" 1 "$@"
+  for np in 1 2 3; do
+    for stage in 0 1 2 3; do
+      [ "$np" -eq 1 ] && [ "$stage" -eq 0 ] && continue
+      train "${model}_np${np}_s${stage}" "$np" "$@" --set zero_optimization.stage="$stage" \
+        --set train_micro_batch_size_per_gpu=$((12 / np))
+    done
   done
-done
-"$python" - "$dir" "$here" <<'PY' || fail "a ZeRO run on the Qwen3 model differs (see above)"
+  "$python" - "$dir" "$here" "$model" <<'PY' || fail "a ZeRO run on the $model model differs (see above)"
 import os, sys
-d = sys.argv[1]
+d, name = sys.argv[1], sys.argv[3]
 sys.path.insert(0, sys.argv[2])
 from compare_metrics import load, worst_relative
-ref = load(os.path.join(d, "q3_ref.jsonl"))
+ref = load(os.path.join(d, f"{name}_ref.jsonl"))
 assert len(ref) == 22, len(ref)
 bad = 0
 for np in (1, 2, 3):
     for stage in (0, 1, 2, 3):
         if np == 1 and stage == 0:
             continue
-        got = load(os.path.join(d, f"q3_np{np}_s{stage}.jsonl"))
+        got = load(os.path.join(d, f"{name}_np{np}_s{stage}.jsonl"))
         worst_loss, _ = worst_relative(ref, got, ("loss", "val_loss"))
         worst_norm, _ = worst_relative(ref, got, ("grad_norm",))
-        print(f"qwen3 np{np}_s{stage}: worst relative difference {worst_loss:.2e} (losses), {worst_norm:.2e} (gradient norm)")
+        print(f"{name} np{np}_s{stage}: worst relative difference {worst_loss:.2e} (losses), {worst_norm:.2e} (gradient norm)")
         bad += worst_loss > 1e-5 or worst_norm > 5e-5
 sys.exit(1 if bad else 0)
 PY
+}
+
+# Qwen3: the same model with per-head q/k RMSNorm and a head_dim of its own.
+matches_one_rank qwen3 --set model.arch=qwen3 --set model.head_dim=16
 
 # Export from the stage-3 checkpoint (2 ranks) as a Hugging Face folder: transformers loads it,
 # and its tensors are the one-rank run's saved model (within the ZeRO tolerance).
@@ -206,5 +213,17 @@ PY
 grep -q "llama" "$dir/est.out" || fail "estimate does not name the llama model: $(cat "$dir/est.out")"
 train traced 2 $s3 --steps 2 --trace "$dir/trace.json"
 [ -s "$dir/trace.json" ] || fail "no trace written"
+
+# Gemma 3: GeGLU, (1 + w) norms around attention and the MLP, q/k norms, scaled embeddings, and
+# a sliding window of 5 on every other layer (each with its own RoPE base), tied.
+"$python" - "$dir/c.json" <<'PY' || fail "cannot write the Gemma 3 config"
+import json, sys
+c = json.load(open(sys.argv[1]))  # the Llama run's, with Gemma 3's model section
+c["model"] = {"arch": "gemma3", "n_layer": 4, "n_head": 4, "n_kv_head": 2, "n_embd": 32, "head_dim": 16,
+              "intermediate_size": 48, "max_seq_len": 32, "rope_theta": 1000000, "wte_units": 2,
+              "sliding_window": 5, "sliding_window_pattern": 2, "query_pre_attn_scalar": 24}
+json.dump(c, open(sys.argv[1], "w"))
+PY
+matches_one_rank gemma3
 
 finish "Llama under ZeRO: stages 0-3 at np 1-3 match one rank, offload and resume bitwise, export loads in transformers"

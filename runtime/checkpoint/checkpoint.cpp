@@ -408,7 +408,7 @@ SavedCheckpoint::SavedCheckpoint(const std::string& dir) : folder_(dir) {
             return;
           }
           if constexpr (std::is_same_v<T, int>) {
-            v = static_cast<int>(integer(m, key, required ? 1 : 0, kInt, "model."));
+            v = static_cast<int>(integer(m, key, required ? 1 : std::string_view(key) == "pad_token_id" ? -1 : 0, kInt, "model."));
           } else {
             const json& j = m.at(key);
             const bool ok = std::is_same_v<T, bool> ? j.is_boolean() : std::is_same_v<T, double> ? j.is_number() : j.is_string();

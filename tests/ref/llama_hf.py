@@ -9,7 +9,12 @@
           headdim    Llama with head_dim 12 != hidden 32 / 4 heads, MHA, tied, rope_theta 500000
           qwen3      Qwen3 (per-head q/k RMSNorm), GQA, head_dim 16 != hidden 32 / 4 heads, untied
           qwen3_tied Qwen3, MHA, head_dim 8, tied head
-        (the qwen3 variants need transformers >= 4.51: the goldens below hold them.)
+          gemma3     Gemma 3 text (Gemma3ForCausalLM): GQA, head_dim 16, tied, 4 layers alternating a
+                     sliding window of 5 (< T) with global ones, each with its own RoPE base,
+                     query_pre_attn_scalar 24 (not head_dim)
+          gemma3_untied  Gemma 3, MHA, head_dim 8, untied head, the hub's pattern (5 local, 1 global)
+        (the qwen3 and gemma3 variants need a newer transformers than the tests': the goldens below
+        hold them.)
     llama_hf.py golden OUT --variant NAME --seed S --case grads|adamw [--steps N]
         What the tests compare against where the test machine's transformers lacks the class,
         made once with the peers' environment (tests/golden/make_goldens.sh) and committed: the
@@ -48,6 +53,16 @@ VARIANTS = {
     "qwen3_tied": dict(arch="qwen3", vocab_size=80, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
                        num_attention_heads=4, num_key_value_heads=4, head_dim=8, max_position_embeddings=64,
                        rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True),
+    "gemma3": dict(arch="gemma3", vocab_size=96, hidden_size=32, intermediate_size=40, num_hidden_layers=4,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+                   rms_norm_eps=1e-6, tie_word_embeddings=True, sliding_window=5, query_pre_attn_scalar=24,
+                   layer_types=["sliding_attention", "full_attention"] * 2,
+                   rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+    "gemma3_untied": dict(arch="gemma3", vocab_size=80, hidden_size=32, intermediate_size=24, num_hidden_layers=6,
+                          num_attention_heads=4, num_key_value_heads=4, head_dim=8, max_position_embeddings=64,
+                          rms_norm_eps=1e-6, tie_word_embeddings=False, sliding_window=7,
+                          query_pre_attn_scalar=8),
     "headdim": dict(arch="llama", vocab_size=80, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
                     num_attention_heads=4, num_key_value_heads=4, head_dim=12, max_position_embeddings=64,
                     rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True),
@@ -58,7 +73,8 @@ def make(out, variant, seed):
     import transformers
     kw = dict(VARIANTS[variant])
     config, causal_lm = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-                         "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}[kw.pop("arch")]
+                         "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+                         "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM")}[kw.pop("arch")]
     torch.manual_seed(seed)
     model = getattr(transformers, causal_lm)(getattr(transformers, config)(**kw))
     # Norm weights away from 1 and biases away from 0, so that they are checked too.

@@ -6,8 +6,9 @@
 // the bytes it reads and writes (each tensor counted once per pass over it, in its own dtype). GEMMs count 2 flops a multiply-add; attention the
 // causal half of its two products in the forward and twice that in the backward (dQ, dK, dV:
 // four products); every other op is memory-bound and counts no flops. The flat-buffer ops the
-// ZeRO engine calls (cast, accumulate, AdamW) are not run on the meta device by a ghost step; the
-// simulator prices them from the buffer plan instead.
+// ZeRO engine's units call on their buffers (cast, accumulate, AdamW, the norm's sum of squares)
+// report as `flat` work, named as the simulator lists it ("cast", "accumulate", "adamw", "norm"):
+// a ghost step runs the real units on the meta device, so their work is priced where they do it.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@ struct OpCost {
   OpClass cls;
   double flops;
   double bytes;  // read + written
+  bool flat = false;  // the engine's work over flat buffers, not the model's
 };
 
 class OpCostSink {

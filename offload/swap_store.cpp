@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -173,7 +174,54 @@ class NvmeStore final : public SwapStore {
   std::vector<char> written_;
 };
 
+// A transfer that completes when waited for.
+class PlannedTransfer final : public IoTransfer {
+ public:
+  explicit PlannedTransfer(size_t bytes) : bytes_(bytes) {}
+  void wait() override { done_ = true; }
+  bool test() override { return done_; }
+  size_t bytes() const override { return bytes_; }
+  std::chrono::steady_clock::time_point started_at() const override { return {}; }
+  std::chrono::steady_clock::time_point completed_at() const override { return {}; }
+
+ private:
+  size_t bytes_;
+  bool done_ = false;
+};
+
+class MetaStore final : public SwapStore {
+ public:
+  MetaStore(Allocator& memory, bool host, MemCategory c) : memory_(memory), host_(host), category_(c) {}
+  ~MetaStore() override {
+    for (size_t id = 0; id < memory_of_.size(); ++id)
+      if (memory_of_[id]) memory_.deallocate(memory_of_[id], buffer_bytes(bytes(id)), category_);
+  }
+
+  void* resident(size_t id) override { return host_ ? memory_of_.at(id) : nullptr; }
+  SwapOp write(size_t id, const void*) override { return transfer(id); }
+  SwapOp read(size_t id, void*) override { return transfer(id); }
+  std::string where() const override { return host_ ? "host memory (planned)" : "NVMe (planned)"; }
+
+ private:
+  SwapOp transfer(size_t id) {
+    if (host_) return {};
+    return SwapOp(std::make_shared<PlannedTransfer>(bytes(id)), nullptr);
+  }
+  void added(size_t id) override {
+    memory_of_.push_back(host_ ? memory_.allocate(buffer_bytes(bytes(id)), category_) : nullptr);
+  }
+
+  Allocator& memory_;
+  bool host_;
+  MemCategory category_;
+  std::vector<void*> memory_of_;  // by record (host)
+};
+
 }  // namespace
+
+std::unique_ptr<SwapStore> make_meta_store(Allocator& memory, bool host, MemCategory category) {
+  return std::make_unique<MetaStore>(memory, host, category);
+}
 
 std::unique_ptr<SwapStore> make_host_store(bool pin_memory, MemCategory category) {
   return std::make_unique<HostStore>(pin_memory, category);

@@ -85,6 +85,13 @@ class SwapStore {
 // Host memory, one buffer per record (so a record can be used in place), charged to `category`.
 std::unique_ptr<SwapStore> make_host_store(bool pin_memory, MemCategory category);
 
+// A plan's store ([Note: the meta device] in tensor/meta_allocator.hpp), moving nothing: with
+// `host`, a host store's records allocated from `memory` (charged to `category` there, whole
+// pages, as HostStore holds them); else an NVMe store's, holding no memory and no file, whose
+// reads and writes complete only when waited for (so a write holds its buffer as long as the
+// rules allow, the estimate's bound). `memory` outlives the store.
+std::unique_ptr<SwapStore> make_meta_store(Allocator& memory, bool host, MemCategory category);
+
 // A swap file `file_name` in `root`/`dir` (`root` must exist and be writable; `dir`, relative,
 // is created as needed), moved by `engine`, which outlives the store. The file is removed when
 // the store is destroyed, and so are the folders of `dir` that are then empty.

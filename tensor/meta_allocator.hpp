@@ -11,8 +11,15 @@
 // Meta memory reads as zeros where it is copied to host memory (a loss brought to the host);
 // nothing else may read it, and its addresses fault if anything does (meta_allocator.cpp).
 // Storage that is never materialized (Tensor::meta) on this allocator is not charged at all:
-// buffers the caller accounts for itself (the estimate's parameters) are such tensors.
+// buffers the caller accounts for itself (the model twin's parameters) are such tensors.
+// The plan's host memory (pinned_host) is the same ledger: a planned run's staging and offload
+// buffers are charged beside the rest, and nothing real is allocated for them. Zeroing computes
+// nothing either; a plan that prices it (`ztrain simulate`) hears of each (on_zero).
 #pragma once
+
+#include <cstddef>
+#include <functional>
+#include <utility>
 
 #include "tensor/allocator.hpp"
 
@@ -25,9 +32,17 @@ class MetaAllocator final : public Allocator {
   // Charges `bytes` to c; the address may not be read or written.
   void* allocate(size_t bytes, MemCategory c) override;
   void deallocate(void* p, size_t bytes, MemCategory c) override;
-  void zero(void*, size_t) override {}
+  void zero(void*, size_t bytes) override {
+    if (on_zero_ && bytes) on_zero_(bytes);
+  }
   // Writes zeros where dst is host memory; nothing where it is meta memory.
   void copy(void* dst, const void* src, size_t bytes, bool wait = true) override;
+  Allocator& pinned_host() override { return *this; }
+  // Called with the bytes of each zeroing from now on (empty: none).
+  void on_zero(std::function<void(size_t)> f) { on_zero_ = std::move(f); }
+
+ private:
+  std::function<void(size_t)> on_zero_;
 };
 
 }  // namespace zt

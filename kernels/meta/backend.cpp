@@ -19,6 +19,9 @@ double numel(const Tensor& t) { return t.defined() ? static_cast<double>(t.numel
 void report(const char* op, OpClass cls, double flops, double bytes) {
   if (t_sink) t_sink->add({op, cls, flops, bytes});
 }
+void report_flat(const char* what, double bytes) {
+  if (t_sink) t_sink->add({what, OpClass::memory, 0, bytes, true});
+}
 // A memory-bound op touching each of `ts` once.
 void touch(const char* op, std::initializer_list<const Tensor*> ts) {
   double e = 0;
@@ -141,12 +144,21 @@ class MetaBackend final : public Backend {
     report("crossentropy_backward", OpClass::memory, 0, 2 * parts_numel(parts) + n(lse) + n(targets));
   }
 
-  void cast(const Tensor&, const Tensor&) const override {}
-  void accumulate(const Tensor&, const Tensor&) const override {}
-  double sum_squares(const std::vector<Tensor>&) const override { return 0.0; }
+  void cast(const Tensor& to, const Tensor& from) const override { report_flat("cast", n(to) + n(from)); }
+  // dst read and written, src read.
+  void accumulate(const Tensor& dst, const Tensor& src) const override { report_flat("accumulate", 2 * n(dst) + n(src)); }
+  double sum_squares(const std::vector<Tensor>& xs) const override {
+    double bytes = 0;
+    for (const Tensor& x : xs) bytes += n(x);
+    report_flat("norm", bytes);
+    return 0.0;
+  }
   bool any_nonfinite(const std::vector<Tensor>&) const override { return false; }
-  void adamw_update(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                    const AdamWArgs&) const override {}
+  // The master, m and v read and written, the gradients read, `low` written.
+  void adamw_update(const Tensor& master, const Tensor& low, const Tensor& grads, const Tensor& m, const Tensor& v,
+                    const AdamWArgs&) const override {
+    report_flat("adamw", 2 * (n(master) + n(m) + n(v)) + n(grads) + n(low));
+  }
 };
 
 }  // namespace

@@ -4,12 +4,14 @@
 // [Note: memory estimate] The estimate replays one steady-state step (the order of units already
 // recorded, as from the second step on) on a ledger of its own, charging exactly what the runtime
 // charges and when:
-// - parameters, gradients, optimizer: the buffers of [Note: ZeRO buffers] (runtime/zero/
-//   sharded_unit.hpp) at their padded sizes ([Note: flat shards]); at stage 3 the gathered full
-//   parameters come and go as the runtime's own ZeroScheduler ([Note: ZeRO schedule] in
-//   runtime/zero/scheduler.hpp) drives units that keep accounts instead of buffers: gathers,
-//   prefetch within stage3_prefetch_bucket_size and stage3_max_live_parameters, releases; at
-//   stages 2-3 each unit's full gradients exist from its pre-backward until its reduction finished.
+// - parameters, gradients, optimizer: what the engine's own ShardedUnits, OptimizerOffload and
+//   ParamOffload allocate ([Note: ZeRO buffers] in runtime/zero/buffer_plan.hpp, at their padded
+//   sizes, [Note: flat shards]), made on the meta device (runtime/plan/ghost_step.hpp): at stage 3
+//   the gathered full parameters come and go as the runtime's own ZeroScheduler ([Note: ZeRO
+//   schedule] in runtime/zero/scheduler.hpp) drives them: gathers, prefetch within
+//   stage3_prefetch_bucket_size and stage3_max_live_parameters, releases; at stages 2-3 each
+//   unit's full gradients exist from its pre-backward until its reduction finished; the offloads'
+//   records and buffers are a store's on the meta device (make_meta_store).
 // - activations: the model's own forward and backward, run on the meta device between the
 //   scheduler's hooks ([Note: activations by the model's own code] in
 //   runtime/plan/estimate_activations.hpp): what kernels/ops.cpp allocates (outputs and what backward
@@ -20,11 +22,12 @@
 //   16-bit parameter shards, and the 16-bit buffers each gather fills and each reduction sends
 //   while in flight; stages 1-3 gather their kept parameters after the update through the
 //   scheduler's gather_kept.
-// - communication: the MPI communicator's f32 reduce-scatter ring buffer (2 x the largest shard,
-//   kept between operations), its pool of f32 staging buffers for 16-bit reductions and large
-//   in-place f32 all-reduces across hosts (first fit, kept; not yet those of hybrid sharding's
-//   all-reduces over the replicas), and the one-element all-reduces of the overflow flag, the
-//   norm and the loss.
+// - communication: what the MPI communicator holds for each group spanning hosts, as the ghost
+//   communicators hold it ([Note: the ghost communicator] in runtime/plan/ghost_comm.hpp): the f32
+//   ring buffer (2 x the largest chunk, kept between operations), the pool of f32 staging buffers
+//   for 16-bit reductions and large all-reduces (first fit, kept; hybrid sharding's all-reduces
+//   over the replicas too), and the one-element all-reduces of the overflow flag, the norm and
+//   the loss.
 // - other: the step's token and target batches.
 // Where the runtime's peak depends on when asynchronous collectives complete, the estimate is the
 // bound the rules allow: every reduction stays in flight (holding its unit's full gradients) until

@@ -3,8 +3,8 @@
 //
 // [Note: activations by the model's own code] The estimate does not describe a model's tape: it
 // runs it. A twin of the model (make_model, the same architecture and units) is bound to meta
-// tensors that are charged nothing, since the estimate's units charge parameters and gradients by
-// ZeRO's rules; its forward records the tape over meta activations and Tape::backward frees them,
+// tensors that are charged nothing, since the ghost step's ShardedUnits charge parameters and
+// gradients where they hold them; its forward records the tape over meta activations and Tape::backward frees them,
 // so the meta ledger ([Note: the meta device] in tensor/meta_allocator.hpp) sees every output,
 // saved tensor and activation gradient come and go where kernels/ops.cpp and tensor/tape.cpp make
 // and drop them, between the same unit hooks the ZeRO scheduler answers in a real run. A new op

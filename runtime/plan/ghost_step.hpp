@@ -1,9 +1,11 @@
-// One rank's training step with no data, no buffers and no other ranks: the model's own forward
-// and backward on the meta device, under the real ZeroScheduler, over ghost units that charge the
-// buffer plan's buffers to a ledger where ShardedUnit allocates and frees them ([Note: memory
-// estimate] in estimate.hpp). Given a GhostClock the step also takes time: every op and
-// collective is priced and the scheduler's waits are waited on a simulated clock ([Note: step
-// simulation] in simulate.hpp). `ztrain estimate` and `ztrain simulate` both run it.
+// One rank's training step with no data and no other ranks: the model's own forward and backward
+// on the meta device, under the real ZeroScheduler, over the engine's own ShardedUnits and
+// offloads with their buffers on the meta device, so that the ledger sees what they allocate and
+// free ([Note: memory estimate] in estimate.hpp); their collectives go to ghost communicators
+// ([Note: the ghost communicator] in ghost_comm.hpp). Given a GhostClock the step also takes
+// time: every op, flat-buffer operation and collective is priced and the scheduler's waits are
+// waited on a simulated clock ([Note: step simulation] in simulate.hpp). `ztrain estimate` and
+// `ztrain simulate` both run it.
 #pragma once
 
 #include <memory>
@@ -25,7 +27,7 @@ std::unique_ptr<Model> ghost_model(const Config& cfg, int world_size);
 // Which ranks a collective runs over.
 enum class GhostGroup : uint8_t { world, shard, replicas, secondary };
 
-// The ranks a ghost unit's collectives span ([Note: shard groups] in runtime/zero/groups.hpp):
+// The ranks a ghost step's collectives span ([Note: shard groups] in runtime/zero/groups.hpp):
 // the run's, a shard group's, an hpZ group's (1: none). Consecutive ranks form a group, and
 // `ranks_per_host` consecutive ranks a host.
 struct GhostGroups {
@@ -35,7 +37,6 @@ struct GhostGroups {
   // Whether `g`'s traffic counts as across groups (ShardGroups::inter_bytes): the replicas', and
   // the world's where it spans several groups (hybrid) or, in a plain run, several hosts.
   bool inter(GhostGroup g) const;
-  bool shard_on_one_host() const { return shard > 1 && shard <= ranks_per_host && ranks_per_host % shard == 0; }
 };
 // `z` as a stage runs it (hybrid from stage 2, hpZ at 3). ConfigError where a group size does not
 // divide the world.

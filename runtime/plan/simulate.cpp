@@ -48,6 +48,7 @@ class SimClock final : public GhostClock {
   double elapsed() const { return now_ - origin_; }
 
   void add(const OpCost& op) override {
+    if (op.flat) return flat_work(op.op, op.bytes);
     double t = op.bytes / (c_.memory_bandwidth * c_.efficiency[2]);
     if (op.flops > 0) t = std::max(t, op.flops / (c_.flops * c_.efficiency[size_t(op.cls)]));
     sim_.executed_flops += op.flops;

@@ -4,12 +4,13 @@
 //
 // [Note: step simulation] The simulator runs the step the estimate runs (runtime/plan/
 // ghost_step.hpp: the model's own forward and backward on the meta device, the real ZeroScheduler
-// over ghost units made from each unit's buffer plan) with a clock. Each op the model calls
-// advances the compute clock by its roofline time on the cluster's device, max(flops / (flops/s
-// x the op class's efficiency), bytes / (memory bandwidth x the memory efficiency)) ([Note: op
-// costs] in kernels/op_cost.hpp); the engine's casts, accumulations and AdamW are memory-bound
-// work over the plan's buffers (zeroing the gradients, the norm's read, casts, accumulation,
-// AdamW). Each collective a ghost unit starts takes [Note: collective cost] (runtime/plan/
+// over the engine's own units and offloads on the meta device) with a clock. Each op the model
+// calls advances the compute clock by its roofline time on the cluster's device, max(flops /
+// (flops/s x the op class's efficiency), bytes / (memory bandwidth x the memory efficiency))
+// ([Note: op costs] in kernels/op_cost.hpp); the flat-buffer work the units do on the meta device
+// (zeroing the gradients, the norm's read, casts, accumulation, AdamW) is memory-bound work of
+// the bytes it touches. Each collective a unit starts on its ghost communicator ([Note: the ghost
+// communicator] in runtime/plan/ghost_comm.hpp) takes [Note: collective cost] (runtime/plan/
 // cluster.hpp) over the group's shape on the nodes. With async progress it joins its
 // communicator's queue (one per group: the world, the shard group, the replicas, hpZ's secondary
 // group; a communicator runs its operations one at a time, in order, as the MPI and NCCL backends

@@ -1,6 +1,6 @@
 // Which flat buffers one unit has on a rank, how long each is, and how long it lives: the rules of
-// [Note: ZeRO buffers] as a table, read by ShardedUnit (which makes the buffers) and by `ztrain
-// estimate` (which charges them to a ledger), so the two cannot disagree.
+// [Note: ZeRO buffers] as a table, read by ShardedUnit, which makes the buffers (on the meta
+// device for `ztrain estimate`, runtime/plan/ghost_step.hpp).
 //
 // [Note: ZeRO buffers] Per unit and rank, by stage (S = the shard length, [Note: flat shards]):
 //   stage | full parameters        | master (AdamW's params)    | full gradients        | gradient shard

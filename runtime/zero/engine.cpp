@@ -20,13 +20,7 @@ ZeroEngine::ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroC
   options.memory = &comm.memory();
   units_.reserve(model.num_units());
   for (int u = 0; u < model.num_units(); ++u) {
-    const UnitLayout& lay = model.layout()[u];
-    Ranges decayed;
-    for (const ParamSpec& p : lay.params)
-      if (p.decay) decayed.emplace_back(p.offset, p.offset + shape_numel(p.shape));
-    options.frozen = lay.frozen();
-    units_.emplace_back(lay.name, lay.numel, decayed, cfg_.stage, keeps_full_params(lay.numel, options.frozen, cfg_), *shard_groups_,
-                        opt, options);
+    units_.push_back(make_unit(model.layout()[u], cfg_, *shard_groups_, opt, options));
     model.bind_unit(u, units_.back().param_view(), units_.back().grad_view());
   }
   std::vector<ScheduledUnit*> all;
@@ -43,8 +37,15 @@ ZeroEngine::ZeroEngine(Model& model, Tape& tape, Communicator& comm, const ZeroC
     swap_dir = offload_swap_dir(comm);
     io_ = std::make_unique<IoEngine>(aio);
   }
-  if (options.offload_states) offload_ = std::make_unique<OptimizerOffload>(units_, cfg_, io_.get(), swap_dir);
-  if (options.offload_param) param_offload_ = std::make_unique<ParamOffload>(units_, cfg_.offload_param, io_.get(), swap_dir);
+  auto store = [&](const OffloadConfig& o, const char* file, MemCategory c) {
+    return o.device == "nvme" ? make_nvme_store(*io_, o.nvme_path, swap_dir, file) : make_host_store(o.pin_memory, c);
+  };
+  if (options.offload_states)
+    offload_ = std::make_unique<OptimizerOffload>(
+        units_, cfg_, store(cfg_.offload_optimizer, "optimizer.swp", MemCategory::optimizer), io_.get());
+  if (options.offload_param)
+    param_offload_ = std::make_unique<ParamOffload>(units_, cfg_.offload_param,
+                                                    store(cfg_.offload_param, "params.swp", MemCategory::parameters));
   // The one place units learn of their offloads.
   for (int u = 0; u < static_cast<int>(units_.size()); ++u)
     units_[u].attach_offloads(offload_.get(), param_offload_.get(), u);

@@ -23,6 +23,10 @@ int shard_group_ranks(const ZeroConfig& z, int world, int ranks_per_host) {
   return g;
 }
 
+bool world_is_inter_group(const ZeroConfig& z, int world, int ranks_per_host, int group) {
+  return group < world || (!z.hybrid && z.hpz_partition_size <= 1 && ranks_per_host != world);
+}
+
 std::shared_ptr<FollowUps::Item> FollowUps::add(WorkPtr first, std::function<WorkPtr()> then) {
   auto item = std::make_shared<Item>();
   item->first = std::move(first);
@@ -87,7 +91,7 @@ ShardGroups::ShardGroups(Communicator& world, const ZeroConfig& z) : world_(worl
     if (n > 1) mark_failing_together(r == 0);  // every rank computed the same
     throw;
   }
-  world_spans_ = g < n || (!z.hybrid && z.hpz_partition_size <= 1 && world.local_size() != n);
+  world_spans_ = world_is_inter_group(z, n, world.local_size(), g);
   if (g == n) return;  // one group: plain
   // Every rank takes part in both splits, in the same order.
   if (z.hybrid) {
@@ -97,6 +101,14 @@ ShardGroups::ShardGroups(Communicator& world, const ZeroConfig& z) : world_(worl
     secondary_ = world.split(r / g, r);
   }
 }
+
+ShardGroups::ShardGroups(Communicator& world, std::unique_ptr<Communicator> shard, std::unique_ptr<Communicator> replicas,
+                         std::unique_ptr<Communicator> secondary, bool world_spans)
+    : world_(world),
+      shard_(std::move(shard)),
+      replicas_(std::move(replicas)),
+      secondary_(std::move(secondary)),
+      world_spans_(world_spans) {}
 
 WorkPtr ShardGroups::then_over_replicas(WorkPtr first, const Tensor& slice) {
   if (!replicas_ || replicas_->size() == 1) return first;

@@ -37,6 +37,9 @@ namespace zt {
 // host: shard_group_size, else the ranks per host (hybrid), or zero_hpz_partition_size (hpZ); the
 // world for a plain run. ConfigError naming the key unless it divides the world size.
 int shard_group_ranks(const ZeroConfig& z, int world, int ranks_per_host);
+// Whether traffic over the world is inter-group for `z` on `world` ranks, `ranks_per_host` on this
+// host, cut into groups of `group` (shard_group_ranks).
+bool world_is_inter_group(const ZeroConfig& z, int world, int ranks_per_host, int group);
 
 // Second parts of two-part collectives (a gradient slice's all-reduce over the replicas once its
 // reduction within the group completed), started in the order their first parts were issued:
@@ -63,6 +66,12 @@ class ShardGroups {
   // Collective over `world` (it splits it). `world` outlives this; the config was checked
   // (shard_group_ranks) on every rank alike.
   ShardGroups(Communicator& world, const ZeroConfig& z);
+  // Over groups made elsewhere (a ghost step's, [Note: the ghost communicator] in
+  // runtime/plan/ghost_comm.hpp, where one rank stands for all and no split can be agreed):
+  // `shard` and `replicas` (hybrid) or `secondary` (hpZ) as the splits above would make them, null
+  // where there are none.
+  ShardGroups(Communicator& world, std::unique_ptr<Communicator> shard, std::unique_ptr<Communicator> replicas,
+              std::unique_ptr<Communicator> secondary, bool world_spans);
   ShardGroups(const ShardGroups&) = delete;
   ShardGroups& operator=(const ShardGroups&) = delete;
 

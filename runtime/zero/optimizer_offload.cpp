@@ -26,15 +26,9 @@ constexpr size_t kF32 = sizeof(float);
 
 }  // namespace
 
-OptimizerOffload::OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroConfig& zero, IoEngine* io,
-                                   const std::string& swap_dir)
-    : units_(units), cfg_(zero.offload_optimizer) {
-  if (cfg_.device == "nvme") {
-    engine_ = io;
-    store_ = make_nvme_store(*engine_, cfg_.nvme_path, swap_dir, "optimizer.swp");
-  } else {
-    store_ = make_host_store(cfg_.pin_memory, category_);
-  }
+OptimizerOffload::OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroConfig& zero, std::unique_ptr<SwapStore> store,
+                                   IoEngine* io, Allocator* plan)
+    : units_(units), cfg_(zero.offload_optimizer), nvme_(cfg_.device == "nvme"), store_(std::move(store)) {
   size_t largest = 0;
   for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
     const ShardedUnit& x = units_[u];
@@ -49,18 +43,25 @@ OptimizerOffload::OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroCo
     }
   }
   next_read_ = next_update_ = groups_.size();  // no update in progress
-  if (engine_) {
+  if (nvme_) {
     const int n = static_cast<int>(std::min<size_t>(static_cast<size_t>(cfg_.buffer_count), groups_.size()));
+    const auto bytes = static_cast<int64_t>(SwapStore::buffer_bytes(largest));
     for (int i = 0; i < n; ++i) {
-      buffers_.emplace_back(SwapStore::buffer_bytes(largest), cfg_.pin_memory);
-      cpu_allocator().accounting().add(category_, buffers_.back().size());
-      engine_->register_buffer(buffers_.back());
+      if (plan) {
+        planned_.push_back(Tensor::empty({bytes / 2}, DType::u16, category_, *plan));  // 2-byte elements
+        buffers_.push_back(static_cast<char*>(planned_.back().device_ptr()));
+        continue;
+      }
+      pinned_.emplace_back(static_cast<size_t>(bytes), cfg_.pin_memory);
+      cpu_allocator().accounting().add(category_, pinned_.back().size());
+      io->register_buffer(pinned_.back());
+      buffers_.push_back(pinned_.back().as<char>());
     }
   }
 }
 
 OptimizerOffload::~OptimizerOffload() {
-  for (const PinnedBuffer& b : buffers_) cpu_allocator().accounting().sub(category_, b.size());
+  for (const PinnedBuffer& b : pinned_) cpu_allocator().accounting().sub(category_, b.size());
 }
 
 void OptimizerOffload::arrays(const Group& g, char* base, float*& master, float*& m, float*& v) const {
@@ -101,7 +102,7 @@ void OptimizerOffload::visit_groups(size_t first, size_t last, bool load, const 
     arrays(groups_[k], base, master, m, v);
     fn(groups_[k].unit, groups_[k].begin, groups_[k].end - groups_[k].begin, master, m, v);
   };
-  if (!engine_) {  // host memory: where they lie
+  if (!nvme_) {  // host memory: where they lie
     for (size_t k = first; k < last; ++k) visit(k, static_cast<char*>(store_->resident(groups_[k].record)));
     return;
   }
@@ -124,18 +125,18 @@ void OptimizerOffload::visit_groups(size_t first, size_t last, bool load, const 
       }
       const int b = free.front();
       free.pop_front();
-      visit(k, buffers_[size_t(b)].as<char>());
-      in_flight.push_back({k, b, store_->write(groups_[k].record, buffers_[size_t(b)].data())});
+      visit(k, buffers_[size_t(b)]);
+      in_flight.push_back({k, b, store_->write(groups_[k].record, buffers_[size_t(b)])});
     } else {
       for (; next < last && !free.empty(); ++next) {
         const int b = free.front();
         free.pop_front();
-        in_flight.push_back({next, b, store_->read(groups_[next].record, buffers_[size_t(b)].data())});
+        in_flight.push_back({next, b, store_->read(groups_[next].record, buffers_[size_t(b)])});
       }
       InFlight f = std::move(in_flight.front());
       in_flight.pop_front();
       f.op.wait();
-      visit(k, buffers_[size_t(f.buffer)].as<char>());
+      visit(k, buffers_[size_t(f.buffer)]);
       free.push_back(f.buffer);
     }
   }
@@ -158,7 +159,7 @@ void OptimizerOffload::update_group(const Group& g, char* base, float lr, float 
 }
 
 void OptimizerOffload::update(float lr, float grad_scale, int t) {
-  if (engine_) {
+  if (nvme_) {
     begin(lr, grad_scale, t);
     finish();
   } else {
@@ -201,7 +202,7 @@ bool OptimizerOffload::advance(bool block) {
   while (next_read_ < std::min(limit, n) && !free_.empty()) {
     const int b = free_.front();
     free_.pop_front();
-    SwapOp op = store_->read(groups_[next_read_].record, buffers_[b].data());
+    SwapOp op = store_->read(groups_[next_read_].record, buffers_[b]);
     IoTransferPtr io = op.transfer();
     reads_.push_back({next_read_++, b, std::move(op), std::move(io)});
     progressed = true;
@@ -219,8 +220,8 @@ bool OptimizerOffload::advance(bool block) {
     const size_t i = r.group;
     const int b = r.buffer;
     reads_.pop_front();
-    update_group(groups_[i], buffers_[b].as<char>(), lr_, grad_scale_, t_);
-    SwapOp op = store_->write(groups_[i].record, buffers_[b].data());
+    update_group(groups_[i], buffers_[b], lr_, grad_scale_, t_);
+    SwapOp op = store_->write(groups_[i].record, buffers_[b]);
     IoTransferPtr io = op.transfer();
     writes_.push_back({i, b, std::move(op), std::move(io)});
     if (!cfg_.pipeline_write) retire_write();

@@ -42,9 +42,12 @@ namespace zt {
 
 class OptimizerOffload {
  public:
-  // `units` (built with offload_states) outlive this. With device nvme the states go to
-  // optimizer.swp in nvme_path/`swap_dir`, moved by `io`, which outlives this.
-  OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroConfig& zero, IoEngine* io, const std::string& swap_dir);
+  // `units` (built with offload_states) outlive this; their states are records of `store`: host
+  // memory for device cpu, NVMe (optimizer.swp) for nvme, or a ghost step's (make_meta_store).
+  // Device nvme updates through buffer_count pinned buffers registered with `io`, which outlives
+  // this, or, for a plan on the meta device, buffers of `plan` (charged there, holding nothing).
+  OptimizerOffload(std::vector<ShardedUnit>& units, const ZeroConfig& zero, std::unique_ptr<SwapStore> store,
+                   IoEngine* io, Allocator* plan = nullptr);
   ~OptimizerOffload();
 
   // After unit u's full_params_written(): its master goes to the store, m and v start at zero.
@@ -57,7 +60,7 @@ class OptimizerOffload {
   // waiting (reads completed: AdamW and the write; buffers freed: more reads), finish_unit(u)
   // completes it up to unit u (units update in index order, the forward's order of first use), and
   // finish() completes it all. Device cpu has no I/O to hide: update() only.
-  bool can_defer() const { return engine_ != nullptr; }
+  bool can_defer() const { return nvme_; }
   void begin(float lr, float grad_scale, int t);
   void poll();
   void finish_unit(int u);
@@ -94,8 +97,10 @@ class OptimizerOffload {
   std::vector<ShardedUnit>& units_;
   OffloadConfig cfg_;
   std::vector<Group> groups_;
-  IoEngine* engine_ = nullptr;          // nvme only
-  std::vector<PinnedBuffer> buffers_;  // nvme only
+  bool nvme_;
+  std::vector<char*> buffers_;         // nvme only: each buffer's memory, in pinned_ or planned_
+  std::vector<PinnedBuffer> pinned_;   // a run's
+  std::vector<Tensor> planned_;        // a plan's
   std::unique_ptr<SwapStore> store_;
   MemCategory category_ = MemCategory::optimizer;
   Trace* trace_ = nullptr;

@@ -30,6 +30,9 @@ void OptimizerShard::begin_update() {
 
 void OptimizerShard::step_range(float lr, float grad_scale, int t, int64_t begin, int64_t end, float* master, float* m,
                                 float* v) {
+  // A plan's buffers (the meta device, [Note: the meta device]) hold nothing to compute with: its
+  // update is the hand-off alone.
+  if (grad_shard_.device() == Device::meta) return;
   if (!master_offloaded()) master = master_.data<float>() + begin;
   adam_->step_range(lr, grad_scale, t, begin, end, master, m, v);
   // Offload starts at stage 1, where the 16-bit shard is only this rank's slice.

@@ -1,24 +1,16 @@
 #include "runtime/zero/param_offload.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "runtime/zero/sharded_unit.hpp"
 
 namespace zt {
 
-ParamOffload::ParamOffload(std::vector<ShardedUnit>& units, const OffloadConfig& cfg, IoEngine* io,
-                           const std::string& swap_dir)
-    : units_(units), cfg_(cfg), record_(units.size(), -1), state_(units.size(), Where::here), ops_(units.size()),
-      ios_(units.size()), keep_(units.size(), 0) {
+ParamOffload::ParamOffload(std::vector<ShardedUnit>& units, const OffloadConfig& cfg, std::unique_ptr<SwapStore> store)
+    : units_(units), cfg_(cfg), store_(std::move(store)), record_(units.size(), -1), state_(units.size(), Where::here),
+      ops_(units.size()), ios_(units.size()), keep_(units.size(), 0) {
   const bool nvme = cfg_.device == "nvme";
   int64_t cached = 0;  // elements the host cache holds
-  if (nvme) {
-    engine_ = io;
-    store_ = make_nvme_store(*engine_, cfg_.nvme_path, swap_dir, "params.swp");
-  } else {
-    store_ = make_host_store(cfg_.pin_memory, MemCategory::parameters);
-  }
   for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
     ShardedUnit& x = units_[u];
     if (!x.param_offloaded()) continue;
@@ -43,14 +35,16 @@ void ParamOffload::fetch(int u) {
   if (record_.at(u) < 0 || state_[u] != Where::away) return;
   const Tensor s = shard(u);
   s.storage()->materialize();
+  // Host memory, or a plan's meta memory ([Note: the meta device]), which the store does not
+  // touch: so its address, not raw()'s host access.
   const auto id = static_cast<size_t>(record_[u]);
   if (s.nbytes() < IoFile::kDirectAlignment && !store_->resident(id)) {  // under a page: bounce, at once
     store_->read(id, bounce_.data()).wait();
-    std::memcpy(s.raw(), bounce_.data(), s.nbytes());
+    s.allocator().copy(s.device_ptr(), bounce_.data(), s.nbytes());
     state_[u] = Where::here;
     return;
   }
-  ops_[u] = store_->read(id, s.raw());
+  ops_[u] = store_->read(id, s.device_ptr());
   ios_[u] = ops_[u].transfer();
   state_[u] = Where::reading;
 }
@@ -94,12 +88,12 @@ void ParamOffload::store(int u) {
   const Tensor s = shard(u);
   const auto id = static_cast<size_t>(record_[u]);
   if (s.nbytes() < IoFile::kDirectAlignment && !store_->resident(id)) {
-    std::memcpy(bounce_.data(), s.raw(), s.nbytes());
+    s.allocator().copy(bounce_.data(), s.device_ptr(), s.nbytes());
     store_->write(id, bounce_.data()).wait();
     evict(u);
     return;
   }
-  ops_[u] = store_->write(id, s.raw());
+  ops_[u] = store_->write(id, s.device_ptr());
   ios_[u] = ops_[u].transfer();
   state_[u] = Where::writing;
   if (ops_[u].done()) {  // host memory: copied already

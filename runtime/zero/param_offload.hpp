@@ -30,9 +30,10 @@ class ShardedUnit;
 
 class ParamOffload {
  public:
-  // `units` outlive this; those built with param offload take part. With device nvme the shards
-  // go to params.swp in nvme_path/`swap_dir`, moved by `io`, which outlives this.
-  ParamOffload(std::vector<ShardedUnit>& units, const OffloadConfig& cfg, IoEngine* io, const std::string& swap_dir);
+  // `units` outlive this; those built with param offload take part, their shards records of
+  // `store`: host memory for device cpu, NVMe (params.swp) for nvme, or a ghost step's on the meta
+  // device (make_meta_store).
+  ParamOffload(std::vector<ShardedUnit>& units, const OffloadConfig& cfg, std::unique_ptr<SwapStore> store);
   ~ParamOffload();
 
   // Starts bringing unit u's shard here unless it is here or coming.
@@ -62,7 +63,6 @@ class ParamOffload {
 
   std::vector<ShardedUnit>& units_;
   OffloadConfig cfg_;
-  IoEngine* engine_ = nullptr;
   std::unique_ptr<SwapStore> store_;
   std::vector<int> record_;  // by unit; -1: not offloaded
   std::vector<Where> state_;

@@ -1,7 +1,7 @@
 // What the ZeRO scheduler drives: one unit's parameter gathers and gradient reductions, and the
-// state they leave. ShardedUnit does it on real buffers and collectives; `ztrain estimate` does it
-// on a memory ledger alone (runtime/plan/estimate.cpp), so the estimate follows the scheduler's own
-// decisions rather than a copy of its rules.
+// state they leave: ShardedUnit, alone or with its adapter units (UnitGroup). `ztrain estimate`
+// drives the same ShardedUnits on the meta device (runtime/plan/ghost_step.hpp), so the estimate
+// follows the scheduler's own decisions rather than a copy of its rules.
 #pragma once
 
 #include <cstdint>

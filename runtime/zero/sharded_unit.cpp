@@ -22,9 +22,9 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
       state_(persistent_ ? ParamState::gathered : ParamState::sharded),
       wire_(options.wire),
       memory_(options.memory ? options.memory : &cpu_allocator()),
-      narrow_(wire_ != DType::f32 && backend(memory_->device()).computes_in(wire_)),
+      narrow_(wire_ != DType::f32 && (options.layout ? options.layout->narrow : backend(memory_->device()).computes_in(wire_))),
       frozen_(options.frozen) {
-  const bool on_device = memory_->device() != Device::cpu;
+  const bool on_device = options.layout ? options.layout->on_device : memory_->device() != Device::cpu;
   BufferPlanInput in;
   in.geo = geo_, in.stage = stage_, in.persistent = persistent_, in.wire = wire_, in.narrow = narrow_;
   in.offload_states = options.offload_states, in.offload_param = options.offload_param, in.on_device = on_device;
@@ -72,6 +72,24 @@ ShardedUnit::ShardedUnit(std::string name, int64_t numel, const Ranges& decayed,
   const int64_t M = master.numel();
   optim_.emplace(opt, plan, std::move(master), grad_shard_, shard16_, take(UnitBuffer::host_grads),
                  take(UnitBuffer::host_shard16), clip_ranges(decayed, stage_ == 0 ? 0 : geo_.begin(), M));
+}
+
+ShardedUnit make_unit(const UnitLayout& lay, const ZeroConfig& z, ShardGroups& groups, const OptimizerConfig& opt,
+                      UnitOptions options) {
+  Ranges decayed;
+  for (const ParamSpec& p : lay.params)
+    if (p.decay) decayed.emplace_back(p.offset, p.offset + shape_numel(p.shape));
+  options.frozen = lay.frozen();
+  return ShardedUnit(lay.name, lay.numel, decayed, z.stage, keeps_full_params(lay.numel, options.frozen, z), groups, opt,
+                     options);
+}
+
+std::vector<Tensor> ShardedUnit::buffers() const {
+  std::vector<Tensor> all;
+  for (const Tensor* t : {&full_params_, &full_grads_, &grad_shard_, &shard16_, &wire_params_, &wire_grads_, &upload_,
+                          &frozen_shard_, &secondary_})
+    if (t->defined()) all.push_back(*t);
+  return all;
 }
 
 void ShardedUnit::attach_offloads(OptimizerOffload* optimizer, ParamOffload* params, int index) {

@@ -44,9 +44,11 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "kernels/backend.hpp"
+#include "models/model.hpp"
 #include "runtime/config.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/zero/buffer_plan.hpp"
@@ -73,6 +75,14 @@ struct UnitOptions {
   // collectives and the kernels reach them. Flat-buffer work runs on that device's Backend.
   Allocator* memory = nullptr;
   bool frozen = false;  // [Note: frozen units]
+  // The layout of the device the buffers stand for, where `memory` is the meta device's ([Note: the
+  // meta device] in tensor/meta_allocator.hpp): whether that device's memory is not the host's
+  // ([Note: offload from a device]) and whether its Backend computes in the wire dtype ([Note:
+  // compute in 16 bits]). Unset: `memory`'s own device's.
+  struct Layout {
+    bool on_device = false, narrow = false;
+  };
+  std::optional<Layout> layout;
 };
 
 class ShardedUnit final : public ScheduledUnit {
@@ -129,6 +139,9 @@ class ShardedUnit final : public ScheduledUnit {
   bool reduce_done() override;
   void wait_reduce() override;
   bool reducing() const override { return grads_ == GradState::reducing; }
+
+  // Every buffer the unit has (a plan tells its collectives apart by them).
+  std::vector<Tensor> buffers() const;
 
   // Records each collective on its lane from start to completion (null: no trace).
   void set_trace(Trace* t) { trace_ = t; }
@@ -204,5 +217,10 @@ class ShardedUnit final : public ScheduledUnit {
   Trace::clock::time_point param_started_, grad_started_;
   bool grad_all_reduce_ = false;  // the reduction in flight is an all-reduce (its trace lane)
 };
+
+// Unit `lay` of a model as the engine makes it: its weight-decayed ranges, whether it keeps its
+// full parameters (keeps_full_params), frozen or not; `options` give the rest.
+ShardedUnit make_unit(const UnitLayout& lay, const ZeroConfig& z, ShardGroups& groups, const OptimizerConfig& opt,
+                      UnitOptions options);
 
 }  // namespace zt

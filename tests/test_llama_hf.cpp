@@ -335,6 +335,50 @@ TEST_CASE("Qwen3 from GGUF: the same model as from its Hugging Face folder, ever
   }
 }
 
+TEST_CASE("Gemma 3 and Qwen3 config.json keys ztrain does not model: each refused naming the file and the key") {
+  struct Bad {
+    const char* variant;
+    const char* from;
+    const char* to;
+    const char* says;
+  };
+  const Bad cases[] = {
+      {"gemma3", "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0", "final_logit_softcapping: soft-capping is not modelled"},
+      {"gemma3", "\"attn_logit_softcapping\": null", "\"attn_logit_softcapping\": 50.0", "attn_logit_softcapping: soft-capping is not modelled"},
+      {"gemma3", "\"use_bidirectional_attention\": false", "\"use_bidirectional_attention\": true", "use_bidirectional_attention: true is not modelled"},
+      {"gemma3", "\"gelu_pytorch_tanh\"", "\"silu\"", "hidden_activation: \"silu\": Gemma's MLP is GeGLU"},
+      {"gemma3", "\"full_attention\",\n    \"sliding_attention\"", "\"sliding_attention\",\n    \"full_attention\"",
+       "layer_types: [\"sliding_attention\",\"sliding_attention\",\"full_attention\"...: only every p-th layer global"},
+      {"gemma3", "\"rope_type\": \"default\"", "\"rope_type\": \"linear\"", "rope_parameters: full_attention"},
+      {"gemma3", "\"pad_token_id\": 0", "\"pad_token_id\": 1000", "pad_token_id: expected a token id below vocab_size"},
+      {"qwen3", "\"attention_bias\": false", "\"attention_bias\": true", "attention_bias: true on Qwen3ForCausalLM"},
+  };
+  for (const Bad& b : cases) {
+    CAPTURE(b.variant);
+    CAPTURE(b.to);
+    test::TempDir dir;
+    const std::string folder = dir / "model";
+    std::filesystem::copy(golden(b.variant, "grads") + "/model", folder, std::filesystem::copy_options::recursive);
+    std::string text;
+    {
+      const std::vector<char> bytes = read_bytes(folder + "/config.json");
+      text.assign(bytes.begin(), bytes.end());
+    }
+    const size_t at = text.find(b.from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, std::strlen(b.from), b.to);
+    std::ofstream(folder + "/config.json") << text;
+    std::string err = "(no error)";
+    try {
+      stored_model(folder);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    CHECK_MESSAGE(err.find("config.json': ") != std::string::npos, err);
+    CHECK_MESSAGE(err.find(b.says) != std::string::npos, err);
+  }
+}
+
 TEST_CASE("Hugging Face folders that cannot be trained from: each refused naming the file and the tensor") {
   test::TempDir dir;
   const std::string good = dir / "good";

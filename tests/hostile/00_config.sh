@@ -12,3 +12,10 @@ probe cfg_val_without_data 1 20 "config: train.val_interval: 3 asks for validati
 cores=$(nproc)
 probe cfg_threads_oversubscribed 0 60 "warning: train.threads $((cores + 1)) x 1 ranks on this host exceed its $cores cores" -- \
   "$ztrain" train --config "$dir/tiny.json" --steps 1 --set train.threads=$((cores + 1))
+# A dimension the architecture lacks is refused by name, not ignored (the model specs say which).
+probe cfg_qwen3_bias 1 20 'config: model.attention_bias: does not apply to Qwen3 \(model.arch "qwen3"\)' -- \
+  "$ztrain" train --config "$dir/tiny.json" --set model.arch=qwen3 --set model.attention_bias=true
+probe cfg_llama_window 1 20 'config: model.sliding_window: does not apply to the Llama family \(model.arch "llama"\)' -- \
+  "$ztrain" train --config "$dir/tiny.json" --set model.arch=llama --set model.sliding_window=4
+probe cfg_gemma_pad_negative 1 20 'config: model.pad_token_id: must be >= -1, got -5' -- \
+  "$ztrain" train --config "$dir/tiny.json" --set model.arch=gemma3 --set model.pad_token_id=-5

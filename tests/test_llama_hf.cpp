@@ -292,7 +292,9 @@ TEST_CASE("Qwen3 and Gemma 3 exported as Hugging Face folders are the folders tr
     const nlohmann::json b = nlohmann::json::parse(read_bytes(folder + "/config.json"));
     // Every key both write agrees (transformers 5 writes Qwen3's RoPE base in rope_parameters).
     int common = 0;
-    for (const auto& [key, value] : a.items()) {
+    for (const auto& item : a.items()) {
+      const std::string key = item.key();
+      const nlohmann::json& value = item.value();
       CAPTURE(key);
       if (key == "torch_dtype") continue;
       if (key == "rope_theta" && !b.contains(key)) CHECK(value == b.at("rope_parameters").at("rope_theta"));
